@@ -1,0 +1,83 @@
+"""The Rust core, ``resourceslice._core``: the whole boundary, typed.
+
+``resourceslice._pycore`` provides the same names with the same behaviour; see docs/core.md.
+Data crosses as plain Python data (desired input) and bytes (API objects, request bodies).
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any, final
+
+#: ``(api_version, kind, name, uid)`` of the slices' owner.
+OwnerRef = tuple[str, str, str, str]
+
+@final
+class Desired:
+    """A validated, canonical desired state: every pool of one driver. Immutable."""
+
+    @property
+    def driver(self) -> str: ...
+    def pool_names(self) -> list[str]:
+        """The pools, sorted by name."""
+    def device_count(self, pool: str) -> int:
+        """Devices in ``pool`` (0 for an unknown pool)."""
+
+@final
+class SliceRecord:
+    """What the store keeps of one ResourceSlice, decoded from the apiserver's JSON."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def resource_version(self) -> str: ...
+    @property
+    def driver(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def resource_slice_count(self) -> int: ...
+    @property
+    def node_name(self) -> str | None: ...
+    @property
+    def device_names(self) -> list[str]: ...
+    def same_content(self, other: SliceRecord) -> bool:
+        """Semantic equality of spec and managed metadata (not name/uid/resourceVersion)."""
+
+@final
+class Plan:
+    """The writes that make one pool's slices equal to the desired state."""
+
+    @property
+    def generation(self) -> int: ...
+    @property
+    def slice_count(self) -> int: ...
+    @property
+    def device_count(self) -> int: ...
+    @property
+    def deletes(self) -> list[tuple[str, str, str]]:
+        """``(name, uid, resource_version)``: delete with these preconditions."""
+    @property
+    def updates(self) -> list[tuple[str, bytes]]:
+        """``(name, body)``: replace the named slice with ``body`` (JSON)."""
+    @property
+    def creates(self) -> list[bytes]:
+        """Bodies (JSON) to create; each has ``metadata.generateName``."""
+
+def prepare_desired(
+    driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
+) -> tuple[Desired | None, list[str]]:
+    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``."""
+
+def plan_pool(
+    desired: Desired | None,
+    pool: str,
+    existing: Sequence[SliceRecord],
+    owner: OwnerRef | None,
+    node_name: str | None,
+) -> Plan: ...
+def decode_slice(data: bytes) -> SliceRecord: ...
+def decode_list(data: bytes) -> tuple[str, list[SliceRecord]]: ...
+def decode_watch_event(data: bytes) -> tuple[str, SliceRecord | None, str]: ...

@@ -1,0 +1,1 @@
+"""The pure-Python core: same functions and results as the Rust ``_core`` (docs/core.md)."""

@@ -1,0 +1,7 @@
+//! PyO3 glue for `resourceslice._core`. The computation lives in the sibling modules.
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
