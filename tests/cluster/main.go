@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
-	"k8s.io/component-base/featuregate"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
@@ -193,16 +193,32 @@ current-context: %s
 `, server, ca, u.Name, u.Token, u.Name, u.Name, u.Name)
 }
 
-// draFeatureGates switches on every DRA gate this release can still toggle, so
-// the test server accepts every field a driver may publish (taints, counters,
-// consumable capacity, binding conditions...) without a list to keep per release.
+// sliceFeatureGates are the DRA gates that change what a ResourceSlice may hold. The
+// test server switches on those this release has and still lets us toggle, so it accepts
+// every field a driver may publish. (Gates of other DRA areas stay at their defaults: some
+// depend on unrelated alpha features.)
+var sliceFeatureGates = []string{
+	"DRADeviceTaints",
+	"DRAPartitionableDevices",
+	"DRAPartitionableDevicesType",
+	"DRAResourcePoolStatus", // required by DRAPartitionableDevicesType
+	"DRAConsumableCapacity",
+	"DRADeviceBindingConditions",
+	"DRAListTypeAttributes",
+	"DRAOptionalNodeOperations",
+	"DRADeviceCompatibilityGroups",
+	"DRAFractionalCapacityRange",
+}
+
 func draFeatureGates() string {
+	known := utilfeature.DefaultMutableFeatureGate.GetAll()
 	var names []string
-	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
-		if !strings.HasPrefix(string(name), "DRA") || spec.LockToDefault || spec.PreRelease == featuregate.Deprecated {
+	for _, name := range sliceFeatureGates {
+		spec, ok := known[featuregate.Feature(name)]
+		if !ok || spec.LockToDefault {
 			continue
 		}
-		names = append(names, string(name)+"=true")
+		names = append(names, name+"=true")
 	}
 	sort.Strings(names)
 	return strings.Join(names, ",")
@@ -212,6 +228,8 @@ func apiserverArgs(dir string, st *state, extra []string) []string {
 	args := []string{
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		// No Service endpoints for the apiserver: they may not be loopback, and nothing here needs them.
+		"--endpoint-reconciler-type=none",
 		fmt.Sprintf("--secure-port=%d", st.APIPort),
 		"--etcd-servers=" + st.EtcdClient,
 		"--tls-cert-file=" + filepath.Join(dir, "server.crt"),
