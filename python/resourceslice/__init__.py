@@ -7,5 +7,27 @@ see the README for an example.
 from __future__ import annotations
 
 from resourceslice._backend import core_backend
+from resourceslice.api import (
+    DriverResources,
+    DroppedFieldsError,
+    Owner,
+    Pool,
+    Slice,
+    Stats,
+    ValidationError,
+)
+from resourceslice.controller import Controller, ErrorHandler, start_controller
 
-__all__ = ["core_backend"]
+__all__ = [
+    "Controller",
+    "DriverResources",
+    "DroppedFieldsError",
+    "ErrorHandler",
+    "Owner",
+    "Pool",
+    "Slice",
+    "Stats",
+    "ValidationError",
+    "core_backend",
+    "start_controller",
+]

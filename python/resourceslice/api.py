@@ -1,0 +1,197 @@
+"""The public data types: what a driver describes, and the errors it can get back.
+
+Devices, node selectors and counters are accepted as plain dicts in the REST JSON shape
+(camelCase) or as the ``kubernetes`` client's model objects; :func:`to_plain_pools` turns
+either into the plain mapping the core validates (``core.prepare_desired``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DriverResources",
+    "DroppedFieldsError",
+    "Owner",
+    "Pool",
+    "Slice",
+    "Stats",
+    "ValidationError",
+]
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The object that owns the slices (``ownerReferences``).
+
+    A ``v1`` ``Node`` owner also pins the slices to that node (``spec.nodeName``); an empty
+    ``uid`` is looked up from the apiserver once.
+    """
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+
+    @property
+    def is_node(self) -> bool:
+        return self.api_version == "v1" and self.kind == "Node"
+
+
+@dataclass
+class Slice:
+    """One explicitly laid out ResourceSlice of a pool, published as given."""
+
+    devices: Sequence[Any] = ()
+    shared_counters: Sequence[Any] | None = None
+    per_device_node_selection: bool | None = None
+
+
+@dataclass
+class Pool:
+    """A pool: either a flat ``devices`` list (packed into slices) or explicit ``slices``."""
+
+    devices: Sequence[Any] | None = None
+    slices: Sequence[Slice] | None = None
+    node_selector: Any = None
+    all_nodes: bool = False
+    generation: int = 0
+
+
+@dataclass
+class DriverResources:
+    """Everything the driver wants published, by pool name."""
+
+    pools: Mapping[str, Pool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Successful write calls made by a controller since it started."""
+
+    creates: int = 0
+    updates: int = 0
+    deletes: int = 0
+
+
+class ValidationError(ValueError):
+    """The desired resources are invalid; ``errors`` lists every problem with its path."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors: list[str] = list(errors)
+        super().__init__("invalid driver resources:\n  " + "\n  ".join(self.errors))
+
+
+class DroppedFieldsError(Exception):
+    """The apiserver stored a slice without some fields the controller sent.
+
+    Usually a feature gate that is off in the cluster (device taints, partitionable devices,
+    binding conditions…). The controller does not rewrite the slice again for the same desired
+    state: the stored one is what this cluster can hold.
+    """
+
+    def __init__(self, pool: str, slice_name: str) -> None:
+        self.pool = pool
+        self.slice_name = slice_name
+        super().__init__(
+            f"pool {pool!r}, slice {slice_name!r}: the apiserver dropped some fields, "
+            "probably because the features they need are disabled in the cluster"
+        )
+
+
+_serializer_lock = threading.Lock()
+_serializer: Any = None
+
+
+def _model_to_plain(obj: Any) -> Any:
+    """A ``kubernetes`` model object as its REST JSON (camelCase, unset fields left out)."""
+    global _serializer
+    with _serializer_lock:
+        if _serializer is None:
+            from kubernetes.client import ApiClient
+
+            _serializer = ApiClient()
+        serializer = _serializer
+    return serializer.sanitize_for_serialization(obj)
+
+
+def _plain(value: Any, path: str, errors: list[str]) -> Any:
+    """Plain JSON-shaped data for ``value``; anything unrepresentable is an error at ``path``.
+
+    Always builds new containers, so the controller never shares state with the caller.
+    """
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                errors.append(f"{path}: key {key!r} must be a string")
+                continue
+            out[key] = _plain(item, f"{path}[{key!r}]", errors)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if hasattr(value, "to_dict"):
+        return _plain(_model_to_plain(value), path, errors)
+    errors.append(f"{path}: unsupported type {type(value).__name__}")
+    return None
+
+
+def _plain_list(value: Any, path: str, errors: list[str]) -> list[Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        errors.append(f"{path}: must be a list")
+        return None
+    return [_plain(item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
+
+
+def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The ``pools`` mapping of ``core.prepare_desired``, and the problems found converting.
+
+    Only shape problems are reported here (wrong Python types); the core checks content.
+    """
+    errors: list[str] = []
+    pools: dict[str, dict[str, Any]] = {}
+    if not isinstance(resources, DriverResources):
+        return {}, [f"resources: must be a DriverResources, not {type(resources).__name__}"]
+    for name, pool in resources.pools.items():
+        path = f"pools[{name!r}]" if not isinstance(name, str) else f'pools["{name}"]'
+        if not isinstance(name, str):
+            errors.append(f"{path}: pool name must be a string")
+            continue
+        if not isinstance(pool, Pool):
+            errors.append(f"{path}: must be a Pool, not {type(pool).__name__}")
+            continue
+        slices: list[dict[str, Any]] | None = None
+        if pool.slices is not None:
+            slices = []
+            for i, sl in enumerate(pool.slices):
+                spath = f"{path}.slices[{i}]"
+                if not isinstance(sl, Slice):
+                    errors.append(f"{spath}: must be a Slice, not {type(sl).__name__}")
+                    continue
+                slices.append(
+                    {
+                        "devices": _plain_list(sl.devices, f"{spath}.devices", errors) or [],
+                        "sharedCounters": _plain_list(
+                            sl.shared_counters, f"{spath}.sharedCounters", errors
+                        ),
+                        "perDeviceNodeSelection": sl.per_device_node_selection,
+                    }
+                )
+        pools[name] = {
+            "devices": _plain_list(pool.devices, f"{path}.devices", errors),
+            "slices": slices,
+            "nodeSelector": _plain(pool.node_selector, f"{path}.nodeSelector", errors),
+            "allNodes": pool.all_nodes,
+            "generation": pool.generation,
+        }
+    return pools, errors

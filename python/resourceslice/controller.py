@@ -1,0 +1,404 @@
+"""The controller: keeps one driver's ResourceSlices equal to its desired pools.
+
+It only wires the pieces together: the informer fills the store, a work queue of pool names
+decides when each pool is synced, the core plans the writes of one pool, and this module
+sends them and remembers their results in the mutation cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api, V1DeleteOptions, V1Preconditions
+from kubernetes.client.exceptions import ApiException
+
+from resourceslice._http import REQUEST_TIMEOUT, read_body, send_json
+from resourceslice.api import (
+    DriverResources,
+    DroppedFieldsError,
+    Owner,
+    Stats,
+    ValidationError,
+    to_plain_pools,
+)
+from resourceslice.informer import SliceInformer, field_selector
+from resourceslice.mutation_cache import MutationCache
+from resourceslice.store import SliceStore
+from resourceslice.workqueue import Clock, MonotonicClock, WorkQueue
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from resourceslice import _core as core
+    from resourceslice._core import Desired, OwnerRef, Plan, SliceRecord
+else:
+    from resourceslice._backend import core
+
+log = logging.getLogger("resourceslice")
+
+ErrorHandler = Callable[[BaseException, str], None]
+
+DEFAULT_SYNC_DELAY = 30.0
+DEFAULT_MUTATION_CACHE_TTL = 60.0
+DEFAULT_MAX_SLICE_BYTES = 1 << 20
+_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def _log_error(exc: BaseException, message: str) -> None:
+    log.error("%s: %s", message, exc)
+
+
+@dataclass
+class _DroppedFields:
+    """A pool whose writes lost fields, for one desired version.
+
+    ``written``: slice name -> resourceVersion of our own last write. A plan that would only
+    rewrite those very objects again is skipped: the server would drop the same fields again.
+    """
+
+    version: int
+    written: dict[str, str] = field(default_factory=dict)
+
+
+class Controller:
+    """Publishes the desired pools; see :func:`start_controller`."""
+
+    def __init__(
+        self,
+        api_client: ApiClient | None,
+        *,
+        driver: str,
+        owner: Owner | None = None,
+        resources: DriverResources | None = None,
+        sync_delay: float = DEFAULT_SYNC_DELAY,
+        mutation_cache_ttl: float = DEFAULT_MUTATION_CACHE_TTL,
+        error_handler: ErrorHandler | None = None,
+        reconcile_pool_with_name: str | None = None,
+        max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES,
+        clock: Clock | None = None,
+    ) -> None:
+        if owner is not None and not isinstance(owner, Owner):
+            raise TypeError(f"owner must be an Owner, not {type(owner).__name__}")
+        self._driver = driver
+        self._owner = owner
+        self._only_pool = reconcile_pool_with_name or None
+        self._max_slice_bytes = max_slice_bytes
+        self._sync_delay = sync_delay
+        self._error_handler: ErrorHandler = error_handler or _log_error
+        # The Node's name goes into spec.nodeName, unless one pool is reconciled by name:
+        # such a pool is visible cluster-wide through its node selector.
+        self._node_name = owner.name if owner is not None and owner.is_node else None
+        if self._only_pool is not None:
+            self._node_name = None
+
+        self._lock = threading.Condition()
+        self._desired: Desired = self._prepare(resources or DriverResources())
+        self._version = 0
+        self._dirty: set[str] = set(self._desired.pool_names())
+        self._dropped: dict[str, _DroppedFields] = {}
+        self._counts = {"creates": 0, "updates": 0, "deletes": 0}
+        self._ready = False
+        self._stopped = False
+
+        self._client = api_client
+        if api_client is None:
+            return
+        clock = clock or MonotonicClock()
+        self._resource_api = ResourceV1Api(api_client)
+        self._store = SliceStore()
+        self._mutations = MutationCache(mutation_cache_ttl, clock)
+        self._queue: WorkQueue[str] = WorkQueue(clock)
+        self._informer = SliceInformer(
+            api_client,
+            selector=field_selector(
+                driver,
+                owner.name if owner is not None and owner.is_node else None,
+                self._only_pool is not None,
+            ),
+            store=self._store,
+            on_change=self._on_slice_change,
+            on_error=self._report,
+            only_pool=self._only_pool,
+        )
+        for pool in self._dirty:
+            self._queue.add(pool)
+        self._worker = threading.Thread(
+            target=self._work, name="resourceslice-controller", daemon=True
+        )
+        self._informer.start()
+        self._worker.start()
+
+    # -- public ---------------------------------------------------------------------------
+
+    def update(self, resources: DriverResources) -> None:
+        """Replace the desired state; raises ValidationError and keeps the old one if invalid.
+
+        Returns at once: the pools are synced in the background. ``resources`` is copied,
+        the caller may change it afterwards.
+        """
+        desired = self._prepare(resources)
+        with self._lock:
+            pools = set(self._desired.pool_names()) | set(desired.pool_names())
+            self._desired = desired
+            self._version += 1
+            self._dropped.clear()
+            self._dirty |= pools
+        if self._client is not None:
+            for pool in sorted(pools):
+                self._queue.add(pool)
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until every pool of the current desired state is published as desired.
+
+        False when ``timeout`` ran out first (a pool may be failing: see the error handler),
+        and at once for an inactive controller (no API client), which never publishes.
+        Slices of pools that are not desired but found in the cluster at start are removed
+        ``sync_delay`` after the informer delivered them, and are not waited for.
+        """
+        if self._client is None:
+            return False
+        with self._lock:
+            return (
+                self._lock.wait_for(
+                    lambda: self._stopped or (self._ready and not self._dirty), timeout
+                )
+                and not self._stopped
+            )
+
+    def stats(self) -> Stats:
+        with self._lock:
+            return Stats(**self._counts)
+
+    def stop(self) -> None:
+        """Stop watching and syncing. Slices stay as they are: nothing is deleted."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            self._lock.notify_all()
+        if self._client is None:
+            return
+        self._queue.shutdown()
+        self._informer.stop()
+        if self._worker.is_alive() and self._worker is not threading.current_thread():
+            # An in-flight request ends within its timeout; don't hang the caller on it.
+            self._worker.join(REQUEST_TIMEOUT[0])
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- validation -----------------------------------------------------------------------
+
+    def _prepare(self, resources: DriverResources) -> Desired:
+        pools, errors = to_plain_pools(resources)
+        if self._only_pool is not None:
+            errors += [
+                f'pools["{name}"]: only pool "{self._only_pool}" is reconciled '
+                "(reconcile_pool_with_name)"
+                for name in sorted(pools)
+                if name != self._only_pool
+            ]
+        if errors:
+            raise ValidationError(errors)
+        desired, errors = core.prepare_desired(self._driver, pools, self._max_slice_bytes)
+        if desired is None:
+            raise ValidationError(errors)
+        return desired
+
+    # -- background -----------------------------------------------------------------------
+
+    def _report(self, exc: BaseException, message: str) -> None:
+        try:
+            self._error_handler(exc, message)
+        except Exception:
+            log.exception("the error handler failed")
+
+    def _on_slice_change(self, old: SliceRecord | None, new: SliceRecord | None) -> None:
+        # Why delayed: right after a start or a burst of writes the informer delivers many
+        # events; syncing on each would act on a half-updated cache (and, for a restarted
+        # driver, before it has said what it wants). Waiting lets the cache settle, yet a
+        # slice someone edited or deleted by hand is put right soon enough.
+        for record in (old, new):
+            if record is not None:
+                self._queue.add_after(record.pool, self._sync_delay)
+
+    def _work(self) -> None:
+        while not self._informer.wait_synced(0.5):
+            if self._queue.shutting_down:
+                return
+        with self._lock:
+            self._ready = True
+            self._lock.notify_all()
+        while True:
+            pool = self._queue.get()
+            if pool is None:
+                return
+            try:
+                self._sync(pool)
+            except Exception as exc:
+                self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
+                self._queue.add_rate_limited(pool)
+            else:
+                self._queue.forget(pool)
+            finally:
+                self._queue.done(pool)
+
+    def _owner_ref(self) -> OwnerRef | None:
+        owner = self._owner
+        if owner is None:
+            return None
+        if owner.is_node and not owner.uid:
+            # Looked up once: a Node's uid changes only when the Node object is recreated,
+            # and then the kubelet restarts the driver anyway.
+            assert self._client is not None
+            response = CoreV1Api(self._client).read_node(
+                owner.name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+            uid = json.loads(read_body(response))["metadata"]["uid"]
+            owner = self._owner = replace(owner, uid=uid)
+        return (owner.api_version, owner.kind, owner.name, owner.uid)
+
+    def _sync(self, pool: str) -> None:
+        owner = self._owner_ref()
+        with self._lock:
+            desired, version = self._desired, self._version
+            dropped = self._dropped.get(pool)
+        existing = self._mutations.merge(pool, self._store.by_pool(pool))
+        plan = core.plan_pool(desired, pool, existing, owner, self._node_name)
+        redundant = (
+            dropped is not None
+            and dropped.version == version
+            and _rewrites_only(plan, existing, dropped.written)
+        )
+        if not redundant:
+            self._execute(pool, plan, version)
+        with self._lock:
+            if self._version == version:
+                self._dirty.discard(pool)
+                self._lock.notify_all()
+        # Writes the informer has not confirmed yet: look again once they leave the cache.
+        expires_in = self._mutations.expires_in(pool)
+        if expires_in is not None:
+            self._queue.add_after(pool, expires_in + 0.001)
+
+    def _execute(self, pool: str, plan: Plan, version: int) -> None:
+        # Deletes first: they free the names and the room; then updates, then creates, so a
+        # consumer never sees more slices of the new generation than resourceSliceCount.
+        for name, uid, resource_version in plan.deletes:
+            try:
+                read_body(
+                    self._resource_api.delete_resource_slice(
+                        name,
+                        body=V1DeleteOptions(
+                            preconditions=V1Preconditions(
+                                uid=uid, resource_version=resource_version
+                            )
+                        ),
+                        _preload_content=False,
+                        _request_timeout=REQUEST_TIMEOUT,
+                    )
+                )
+            except ApiException as exc:
+                if exc.status != 404:  # already gone is what we wanted
+                    raise
+            else:
+                self._count("deletes")
+            self._mutations.deleted(pool, name, uid)
+        for name, body in plan.updates:
+            response = send_json(self._client_or_fail(), "PUT", f"{_SLICES_PATH}/{name}", body)
+            self._count("updates")
+            self._stored(pool, version, body, core.decode_slice(response))
+        for body in plan.creates:
+            response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
+            self._count("creates")
+            self._stored(pool, version, body, core.decode_slice(response))
+
+    def _stored(self, pool: str, version: int, body: bytes, actual: SliceRecord) -> None:
+        self._mutations.stored(actual)
+        sent = core.decode_slice(_with_name(body, actual.name))
+        with self._lock:
+            dropped = self._dropped.get(pool)
+            if dropped is not None and dropped.version != version:
+                dropped = None
+            same = sent.same_content(actual)
+            if not same and dropped is None:
+                dropped = self._dropped[pool] = _DroppedFields(version)
+            if dropped is not None:
+                dropped.written[actual.name] = actual.resource_version
+        if not same:
+            self._report(
+                DroppedFieldsError(pool, actual.name),
+                f"publishing ResourceSlice {actual.name!r} of pool {pool!r}",
+            )
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+
+    def _client_or_fail(self) -> ApiClient:
+        assert self._client is not None
+        return self._client
+
+
+def _with_name(body: bytes, name: str) -> bytes:
+    """A create body as the object it became: ``generateName`` resolved to ``name``."""
+    obj: dict[str, Any] = json.loads(body)
+    meta = obj.setdefault("metadata", {})
+    if "name" in meta:
+        return body
+    meta.pop("generateName", None)
+    meta["name"] = name
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:
+    """Whether ``plan`` would just rewrite slices exactly as our own last writes left them."""
+    if plan.creates or plan.deletes or not plan.updates:
+        return False
+    versions = {record.name: record.resource_version for record in existing}
+    return all(written.get(name) == versions.get(name) for name, _ in plan.updates)
+
+
+def start_controller(
+    api_client: ApiClient | None,
+    *,
+    driver: str,
+    owner: Owner | None = None,
+    resources: DriverResources | None = None,
+    sync_delay: float = DEFAULT_SYNC_DELAY,
+    mutation_cache_ttl: float = DEFAULT_MUTATION_CACHE_TTL,
+    error_handler: ErrorHandler | None = None,
+    reconcile_pool_with_name: str | None = None,
+    max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES,
+) -> Controller:
+    """Start publishing ``resources`` of ``driver`` as ResourceSlices, in the background.
+
+    ``api_client`` None gives an inactive controller: it validates updates, publishes
+    nothing. Raises ValidationError for invalid ``resources``. Cluster errors go to
+    ``error_handler(exc, message)`` (default: logged to ``logging.getLogger("resourceslice")``)
+    and the pool is retried with backoff.
+    """
+    return Controller(
+        api_client,
+        driver=driver,
+        owner=owner,
+        resources=resources,
+        sync_delay=sync_delay,
+        mutation_cache_ttl=mutation_cache_ttl,
+        error_handler=error_handler,
+        reconcile_pool_with_name=reconcile_pool_with_name,
+        max_slice_bytes=max_slice_bytes,
+    )

@@ -1,0 +1,230 @@
+"""List + watch of one driver's ResourceSlices into a :class:`SliceStore`.
+
+The same job as client-go's reflector: list, then watch from the list's resourceVersion
+(with bookmarks, so a reconnect resumes from a recent version instead of relisting), relist
+on 410 Gone, reconnect with backoff when the stream drops. Responses are read as raw bytes
+and decoded by the core; no ``kubernetes`` model objects are built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional
+
+from kubernetes.client import ApiClient, ResourceV1Api
+from kubernetes.client.exceptions import ApiException
+
+from resourceslice._http import REQUEST_TIMEOUT, read_body
+from resourceslice.store import SliceStore
+
+if TYPE_CHECKING:
+    from resourceslice import _core as core
+    from resourceslice._core import SliceRecord
+else:
+    from resourceslice._backend import core
+
+log = logging.getLogger("resourceslice")
+
+#: Called for every change the store sees: ``(old, new)``, None on the missing side.
+ChangeHandler = Callable[[Optional["SliceRecord"], Optional["SliceRecord"]], None]
+#: ``(exception, what was being done)``.
+ErrorHandler = Callable[[BaseException, str], None]
+
+_WATCH_SECONDS = 300  # the server ends each watch after about this long; we then resume
+_BACKOFF_START, _BACKOFF_MAX = 0.5, 30.0
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old (410): only a new list can continue."""
+
+
+def field_selector(driver: str, node_name: str | None, all_pools_of_driver: bool) -> str:
+    """``spec.driver=<driver>`` plus the node filter.
+
+    ``node_name`` None selects slices without a node (``spec.nodeName=``), which is what a
+    controller without a Node owner publishes. ``all_pools_of_driver`` (reconcile one pool by
+    name) drops the node filter: such a pool may be published from any node.
+    """
+    selector = f"spec.driver={driver}"
+    if all_pools_of_driver:
+        return selector
+    return f"{selector},spec.nodeName={node_name or ''}"
+
+
+class SliceInformer:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        selector: str,
+        store: SliceStore,
+        on_change: ChangeHandler,
+        on_error: ErrorHandler,
+        only_pool: str | None = None,
+    ) -> None:
+        self._api = ResourceV1Api(api_client)
+        self._selector = selector
+        self._store = store
+        self._on_change = on_change
+        self._on_error = on_error
+        self._only_pool = only_pool
+        self._stopping = threading.Event()
+        self._synced = threading.Event()
+        self._response_lock = threading.Lock()
+        self._response: Any = None
+        self._thread = threading.Thread(
+            target=self._run, name="resourceslice-informer", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the watch now: the open response is shut down under the reading thread."""
+        self._stopping.set()
+        with self._response_lock:
+            response = self._response
+        if response is not None:
+            _abort(response)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Whether the first list has reached the store (waiting up to ``timeout``)."""
+        return self._synced.wait(timeout)
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        delay = _BACKOFF_START
+        resource_version: str | None = None
+        while not self._stopping.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._list()
+                    self._synced.set()
+                resource_version, progressed = self._watch(resource_version)
+                if progressed:
+                    delay = _BACKOFF_START
+                continue
+            except _Gone:
+                resource_version = None
+                continue
+            except ApiException as exc:
+                if self._stopping.is_set():
+                    break
+                if exc.status == 410:
+                    resource_version = None
+                    continue
+                self._on_error(exc, "listing/watching ResourceSlices")
+            except ValueError as exc:
+                # A response the core cannot decode: start over from a fresh list.
+                if self._stopping.is_set():
+                    break
+                resource_version = None
+                self._on_error(exc, "decoding ResourceSlices")
+            except Exception as exc:  # network errors of any kind: reconnect
+                if self._stopping.is_set():
+                    break
+                self._on_error(exc, "watching ResourceSlices")
+            self._stopping.wait(delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, _BACKOFF_MAX)
+
+    def _list(self) -> str:
+        response = self._api.list_resource_slice(
+            field_selector=self._selector,
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        resource_version, records = core.decode_list(read_body(response))
+        wanted = [r for r in records if self._wanted(r)]
+        for old, new in self._store.replace(wanted):
+            self._notify(old, new)
+        return resource_version
+
+    def _watch(self, resource_version: str) -> tuple[str, bool]:
+        """Follow one watch stream; the last seen version and whether any event came."""
+        seconds = random.randint(_WATCH_SECONDS, 2 * _WATCH_SECONDS)
+        response = self._api.list_resource_slice(
+            field_selector=self._selector,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version,
+            timeout_seconds=seconds,
+            _preload_content=False,
+            _request_timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
+        )
+        with self._response_lock:
+            self._response = response
+        progressed = False
+        try:
+            if self._stopping.is_set():  # stop() ran before the response was published
+                return resource_version, progressed
+            pending = bytearray()
+            for chunk in response.stream(65536):
+                pending += chunk
+                start = 0
+                while (end := pending.find(b"\n", start)) >= 0:
+                    line = bytes(pending[start:end])
+                    start = end + 1
+                    if line.strip():
+                        resource_version = self._apply(line, resource_version)
+                        progressed = True
+                del pending[:start]
+        finally:
+            with self._response_lock:
+                self._response = None
+            response.release_conn()
+        return resource_version, progressed
+
+    def _apply(self, line: bytes, resource_version: str) -> str:
+        kind, record, version = core.decode_watch_event(line)
+        if kind == "ERROR":
+            status = json.loads(version)
+            if status.get("code") == 410:
+                raise _Gone(status.get("message", ""))
+            raise ApiException(status=status.get("code", 0), reason=status.get("message", ""))
+        if kind == "BOOKMARK" or record is None:
+            return version or resource_version
+        if kind == "DELETED":
+            old = self._store.delete(record.name)
+            if old is not None:
+                self._notify(old, None)
+        elif self._wanted(record):
+            old = self._store.upsert(record)
+            self._notify(old, record)
+        else:
+            # Moved out of the pool this informer follows: for us, it is gone.
+            old = self._store.delete(record.name)
+            if old is not None:
+                self._notify(old, None)
+        return record.resource_version
+
+    def _wanted(self, record: SliceRecord) -> bool:
+        return self._only_pool is None or record.pool == self._only_pool
+
+    def _notify(self, old: SliceRecord | None, new: SliceRecord | None) -> None:
+        try:
+            self._on_change(old, new)
+        except Exception:
+            log.exception("ResourceSlice change handler failed")
+
+
+def _abort(response: Any) -> None:
+    """Interrupt a read blocked on ``response`` from another thread."""
+    # Shutting the socket down wakes the blocked recv(); close() alone may not.
+    with contextlib.suppress(AttributeError, ValueError, RuntimeError, OSError):
+        response.shutdown()
+    try:
+        response.close()
+    except Exception:
+        log.debug("closing the watch response failed", exc_info=True)

@@ -1,0 +1,215 @@
+"""A rate-limited, delaying, de-duplicating work queue, after client-go's ``workqueue``.
+
+Items are hashable keys (pool names). An item is in the queue at most once; an item being
+processed that is added again is queued once more when its worker calls :meth:`done`, so
+one pool is never synced by two workers at once and no change is lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, Protocol, TypeVar
+
+T = TypeVar("T", bound=Hashable)
+
+
+class Clock(Protocol):
+    """Seconds on a monotonic scale; injectable so tests can move time by hand."""
+
+    def now(self) -> float: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class ExponentialBackoff(Generic[T]):
+    """Per item: ``base * 2**failures``, capped at ``max_delay``; :meth:`forget` resets."""
+
+    def __init__(self, base: float = 0.005, max_delay: float = 1000.0) -> None:
+        self._base = base
+        self._max = max_delay
+        self._failures: dict[T, int] = {}
+
+    def when(self, item: T) -> float:
+        failures = self._failures.get(item, 0)
+        self._failures[item] = failures + 1
+        # Cap the exponent too: 2**failures grows without bound for a permanently failing item.
+        if failures >= 64:
+            return self._max
+        return min(self._base * 2.0**failures, self._max)
+
+    def forget(self, item: T) -> None:
+        self._failures.pop(item, None)
+
+    def failures(self, item: T) -> int:
+        return self._failures.get(item, 0)
+
+
+class TokenBucket:
+    """Overall limit: ``qps`` tokens per second, at most ``burst`` saved up.
+
+    :meth:`when` reserves a token and says how long to wait for it, so a storm of failures
+    across many items is spread out instead of hammering the apiserver.
+    """
+
+    def __init__(self, clock: Clock, qps: float = 10.0, burst: int = 100) -> None:
+        self._clock = clock
+        self._qps = qps
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._last = clock.now()
+
+    def when(self) -> float:
+        now = self._clock.now()
+        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+        self._last = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self._qps
+
+
+class WorkQueue(Generic[T]):
+    """client-go's default controller queue: max(per-item exponential, token bucket)."""
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        backoff: ExponentialBackoff[T] | None = None,
+        bucket: TokenBucket | None = None,
+    ) -> None:
+        self._clock: Clock = clock or MonotonicClock()
+        self._backoff: ExponentialBackoff[T] = backoff or ExponentialBackoff()
+        self._bucket = bucket or TokenBucket(self._clock)
+        self._cond = threading.Condition()
+        self._ready: deque[T] = deque()
+        self._dirty: set[T] = set()
+        self._processing: set[T] = set()
+        # Delayed items: a heap of (due, seq, item) plus each item's earliest due time;
+        # heap entries that no longer match ``_due`` are stale and skipped.
+        self._waiting: list[tuple[float, int, T]] = []
+        self._due: dict[T, float] = {}
+        self._seq = 0
+        self._shutting_down = False
+
+    # -- adding ---------------------------------------------------------------------------
+
+    def add(self, item: T) -> None:
+        with self._cond:
+            self._add_locked(item)
+
+    def _add_locked(self, item: T) -> None:
+        if self._shutting_down or item in self._dirty:
+            return
+        self._dirty.add(item)
+        if item not in self._processing:
+            self._ready.append(item)
+            self._cond.notify()
+
+    def add_after(self, item: T, delay: float) -> None:
+        """Add ``item`` once ``delay`` seconds have passed; an earlier pending time wins."""
+        with self._cond:
+            if self._shutting_down:
+                return
+            if delay <= 0:
+                self._add_locked(item)
+                return
+            due = self._clock.now() + delay
+            if item in self._due and self._due[item] <= due:
+                return
+            self._due[item] = due
+            self._seq += 1
+            heapq.heappush(self._waiting, (due, self._seq, item))
+            # A worker may be sleeping until a later due time: let it recompute.
+            self._cond.notify_all()
+
+    def add_rate_limited(self, item: T) -> None:
+        """Retry ``item`` after its backoff (the longer of per-item and overall limits)."""
+        with self._cond:
+            delay = max(self._backoff.when(item), self._bucket.when())
+        self.add_after(item, delay)
+
+    def forget(self, item: T) -> None:
+        """``item`` succeeded: its next failure starts the backoff from the beginning."""
+        with self._cond:
+            self._backoff.forget(item)
+
+    def num_requeues(self, item: T) -> int:
+        with self._cond:
+            return self._backoff.failures(item)
+
+    # -- taking ---------------------------------------------------------------------------
+
+    def _promote_due_locked(self) -> float | None:
+        """Move due delayed items to the ready queue; seconds until the next one, if any."""
+        now = self._clock.now()
+        while self._waiting:
+            due, _, item = self._waiting[0]
+            if self._due.get(item) != due:
+                heapq.heappop(self._waiting)
+                continue
+            if due > now:
+                return due - now
+            heapq.heappop(self._waiting)
+            del self._due[item]
+            self._add_locked(item)
+        return None
+
+    def get(self, timeout: float | None = None) -> T | None:
+        """The next item to process, or None on shutdown or when ``timeout`` runs out.
+
+        The caller must call :meth:`done` with the item when it has finished with it.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                next_due = self._promote_due_locked()
+                if self._shutting_down:
+                    return None
+                if self._ready:
+                    item = self._ready.popleft()
+                    self._processing.add(item)
+                    self._dirty.discard(item)
+                    return item
+                wait = next_due
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+
+    def done(self, item: T) -> None:
+        with self._cond:
+            self._processing.discard(item)
+            if item in self._dirty:
+                self._ready.append(item)
+                self._cond.notify()
+
+    # -- state ----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Wake every waiting :meth:`get` (they return None); later adds are ignored."""
+        with self._cond:
+            self._shutting_down = True
+            self._cond.notify_all()
+
+    @property
+    def shutting_down(self) -> bool:
+        with self._cond:
+            return self._shutting_down
+
+    def __len__(self) -> int:
+        """Items ready to be taken (delayed ones not counted)."""
+        with self._cond:
+            return len(self._ready)
+
+    def pending_after(self, item: T) -> float | None:
+        """Seconds until delayed ``item`` becomes ready, or None when it is not waiting."""
+        with self._cond:
+            due = self._due.get(item)
+            return None if due is None else max(0.0, due - self._clock.now())
