@@ -104,11 +104,11 @@ def build_server(*, quiet: bool = False) -> Path:
                 "(first time on this machine: several minutes)",
                 flush=True,
             )
-        env = dict(os.environ, GOFLAGS="-mod=mod", CGO_ENABLED="0")
+        env = dict(os.environ, GOFLAGS="-mod=mod")
         tmp = target.with_suffix(".tmp")
         started = time.monotonic()
         result = subprocess.run(
-            [go, "build", "-trimpath", "-o", str(tmp), "."],
+            [go, "build", "-o", str(tmp), "."],
             cwd=src,
             env=env,
             capture_output=True,
