@@ -17,7 +17,7 @@ $(PY):
 # mode into it, and the runtime + dev dependencies of pyproject.toml.
 dev: $(STAMP)
 $(STAMP): $(PY) pyproject.toml Cargo.toml $(shell find rust/src -name '*.rs' 2>/dev/null)
-	$(VENV)/bin/maturin develop --release --extras dev --quiet
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --extras dev --quiet
 	touch $@
 
 # Build (or find cached) the real kube-apiserver + etcd used by the integration tests.
