@@ -31,6 +31,49 @@ pub fn to_json(v: &Value) -> String {
     serde_json::to_string(v).expect("a Value with string keys always serialises")
 }
 
+/// The node selection members of a slice spec; the API allows one of them.
+pub const NODE_SELECTION_KEYS: [&str; 4] = ["nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection"];
+
+/// The part of a slice that is not its device list nor its identity (docs/core.md §1).
+pub struct Header<'a> {
+    pub driver: &'a str,
+    pub pool: &'a str,
+    pub generation: i64,
+    pub count: i64,
+    pub node_selection: Option<(&'static str, Value)>,
+    pub shared_counters: Option<Value>,
+    pub owner_references: Option<Value>,
+    pub labels: Option<Value>,
+    pub annotations: Option<Value>,
+}
+
+impl Header<'_> {
+    /// As one pruned JSON object.
+    pub fn to_value(self) -> Value {
+        let mut h = Map::new();
+        h.insert("driver".into(), Value::from(self.driver));
+        let mut p = Map::new();
+        p.insert("name".into(), Value::from(self.pool));
+        p.insert("generation".into(), Value::from(self.generation));
+        p.insert("resourceSliceCount".into(), Value::from(self.count));
+        h.insert("pool".into(), Value::Object(p));
+        if let Some((key, v)) = self.node_selection {
+            h.insert(key.into(), v);
+        }
+        for (key, v) in [
+            ("sharedCounters", self.shared_counters),
+            ("ownerReferences", self.owner_references),
+            ("labels", self.labels),
+            ("annotations", self.annotations),
+        ] {
+            if let Some(v) = v {
+                h.insert(key.into(), v);
+            }
+        }
+        prune(Value::Object(h)).unwrap_or_default()
+    }
+}
+
 /// Calls `f` on every quantity of a device (the paths of docs/core.md §1), with its path
 /// relative to the device.
 pub fn device_quantities_mut(

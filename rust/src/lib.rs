@@ -2,6 +2,7 @@
 use pyo3::prelude::*;
 
 pub mod canonical;
+pub mod decode;
 pub mod quantity;
 
 #[pymodule]
