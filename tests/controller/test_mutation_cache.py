@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from resourceslice.mutation_cache import MutationCache
+
+from .fakes import FakeClock, Rec
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def cache(clock: FakeClock) -> MutationCache:
+    return MutationCache(60, clock)
+
+
+def merge(cache: MutationCache, pool: str, *informer: Rec) -> list[Any]:
+    return cache.merge(pool, informer)  # type: ignore[arg-type]
+
+
+def test_created_slice_visible_before_the_informer_has_it(
+    cache: MutationCache, clock: FakeClock
+) -> None:
+    cache.stored(Rec("s1", "p", "5"))  # type: ignore[arg-type]
+    assert merge(cache, "p") == [Rec("s1", "p", "5")]
+    assert merge(cache, "other") == []
+    assert cache.expires_in("p") == pytest.approx(60)
+    clock.advance(60)
+    assert merge(cache, "p") == []  # expired: the informer is trusted again
+    assert cache.expires_in("p") is None
+
+
+def test_update_wins_over_an_older_informer_record(cache: MutationCache) -> None:
+    cache.stored(Rec("s1", "p", "10"))  # type: ignore[arg-type]
+    assert merge(cache, "p", Rec("s1", "p", "9"), Rec("s0", "p", "3")) == [
+        Rec("s0", "p", "3"),
+        Rec("s1", "p", "10"),
+    ]
+
+
+def test_informer_at_the_same_or_newer_version_supersedes(cache: MutationCache) -> None:
+    cache.stored(Rec("s1", "p", "10"))  # type: ignore[arg-type]
+    cache.stored(Rec("s2", "p", "11"))  # type: ignore[arg-type]
+    assert merge(cache, "p", Rec("s1", "p", "10"), Rec("s2", "p", "12")) == [
+        Rec("s1", "p", "10"),
+        Rec("s2", "p", "12"),
+    ]
+    assert len(cache) == 0
+    # Superseded entries are gone: an older informer view no longer gets overridden.
+    assert merge(cache, "p", Rec("s1", "p", "9")) == [Rec("s1", "p", "9")]
+
+
+def test_version_compare_is_numeric(cache: MutationCache) -> None:
+    cache.stored(Rec("s1", "p", "100"))  # type: ignore[arg-type]
+    assert merge(cache, "p", Rec("s1", "p", "99")) == [Rec("s1", "p", "100")]
+
+
+def test_deleted_slice_hidden_until_the_informer_drops_it(
+    cache: MutationCache, clock: FakeClock
+) -> None:
+    cache.deleted("p", "s1", "uid-s1")
+    assert merge(cache, "p", Rec("s1", "p", "4"), Rec("s2", "p", "4")) == [Rec("s2", "p", "4")]
+    assert cache.expires_in("p") == pytest.approx(60)
+    # The informer caught up: nothing left to hide, nothing to re-check.
+    assert merge(cache, "p", Rec("s2", "p", "4")) == [Rec("s2", "p", "4")]
+    assert cache.expires_in("p") is None
+
+
+def test_delete_hides_only_that_object(cache: MutationCache) -> None:
+    cache.deleted("p", "s1", "uid-old")
+    assert merge(cache, "p", Rec("s1", "p", "7", uid="uid-new")) == [
+        Rec("s1", "p", "7", uid="uid-new")
+    ]
+
+
+def test_deleted_entry_expires(cache: MutationCache, clock: FakeClock) -> None:
+    cache.deleted("p", "s1", "uid-s1")
+    clock.advance(61)
+    assert merge(cache, "p", Rec("s1", "p", "4")) == [Rec("s1", "p", "4")]
+
+
+def test_store_after_delete_and_delete_after_store(cache: MutationCache) -> None:
+    cache.deleted("p", "s1", "uid-s1")
+    cache.stored(Rec("s1", "p", "9"))  # type: ignore[arg-type]
+    assert merge(cache, "p", Rec("s1", "p", "8")) == [Rec("s1", "p", "9")]
+    cache.deleted("p", "s1", "uid-s1")
+    assert merge(cache, "p") == []
