@@ -1,0 +1,155 @@
+"""What the controller integration tests share: a driver of their own, counted requests.
+
+Each test gets a driver name derived from its own name, so tests never see each other's
+slices on the shared apiserver, and its slices are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kubernetes.client
+import pytest
+
+import resourceslice as rs
+from resourceslice.testing import TestCluster
+from resourceslice.testing.counting import RequestCounter
+
+SYNC_TIMEOUT = 60.0
+
+
+def device(i: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": f"dev-{i}",
+        "attributes": {"index": {"int": i}, "model": {"string": "model-a"}},
+        "capacity": {"memory": {"value": "1Gi"}},
+        **extra,
+    }
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = SYNC_TIMEOUT) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s")
+        time.sleep(0.05)
+
+
+class ControllerEnv:
+    def __init__(self, cluster: TestCluster, driver: str) -> None:
+        self.cluster = cluster
+        self.driver = driver
+        self.errors: list[tuple[BaseException, str]] = []
+        # Inspection and external edits go through a client of their own: not counted.
+        self.admin = cluster.api_client("admin")
+        self.api = kubernetes.client.ResourceV1Api(self.admin)
+        self._clients: list[kubernetes.client.ApiClient] = [self.admin]
+        self._controllers: list[rs.Controller] = []
+        self.counter = self.new_counter()
+
+    def new_counter(self) -> RequestCounter:
+        """A fresh counted client for the next controller (``self.counter`` follows it)."""
+        client = self.cluster.api_client("admin")
+        self._clients.append(client)
+        self.counter = RequestCounter(client)
+        self._client = client
+        return self.counter
+
+    def start(self, resources: rs.DriverResources, **kwargs: Any) -> rs.Controller:
+        kwargs.setdefault("sync_delay", 1.0)
+        kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
+        ctrl = rs.start_controller(self._client, driver=self.driver, resources=resources, **kwargs)
+        self._controllers.append(ctrl)
+        return ctrl
+
+    def start_synced(self, resources: rs.DriverResources, **kwargs: Any) -> rs.Controller:
+        ctrl = self.start(resources, **kwargs)
+        assert ctrl.wait_synced(SYNC_TIMEOUT), self.errors
+        return ctrl
+
+    def update_synced(self, ctrl: rs.Controller, resources: rs.DriverResources) -> None:
+        ctrl.update(resources)
+        assert ctrl.wait_synced(SYNC_TIMEOUT), self.errors
+
+    def restart(
+        self, ctrl: rs.Controller, resources: rs.DriverResources, **kw: Any
+    ) -> rs.Controller:
+        """Stop ``ctrl``, start a new one (new client, new counter) and wait for its sync."""
+        ctrl.stop()
+        self.new_counter()
+        return self.start_synced(resources, **kw)
+
+    def slices(self, pool: str | None = None) -> list[dict[str, Any]]:
+        response = self.api.list_resource_slice(
+            field_selector=f"spec.driver={self.driver}", _preload_content=False
+        )
+        items: list[dict[str, Any]] = json.loads(response.data)["items"]
+        if pool is not None:
+            items = [s for s in items if s["spec"]["pool"]["name"] == pool]
+        return sorted(items, key=lambda s: s["metadata"]["name"])
+
+    def create_slice(self, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.api.create_resource_slice(body, _preload_content=False)
+        created: dict[str, Any] = json.loads(response.data)
+        return created
+
+    def replace_slice(self, body: dict[str, Any]) -> None:
+        self.api.replace_resource_slice(body["metadata"]["name"], body, _preload_content=False)
+
+    def slice_body(self, name: str, pool: str, generation: int, count: int, **spec: Any) -> Any:
+        spec.setdefault("allNodes", True)
+        meta = {"generateName": name} if name.endswith("-") else {"name": name}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": meta,
+            "spec": {
+                "driver": self.driver,
+                "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+                **spec,
+            },
+        }
+
+    def close(self) -> None:
+        for ctrl in self._controllers:
+            ctrl.stop()
+        self.api.delete_collection_resource_slice(
+            field_selector=f"spec.driver={self.driver}", _preload_content=False
+        )
+        for client in self._clients:
+            client.close()
+
+
+def driver_name(test_name: str) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", test_name.lower().removeprefix("test_")).strip("-")
+    return f"{base[:36].strip('-')}.example.com"
+
+
+@pytest.fixture(name="env")
+def env_fixture(
+    kube_cluster: TestCluster, request: pytest.FixtureRequest
+) -> Iterator[ControllerEnv]:
+    environment = ControllerEnv(kube_cluster, driver_name(request.node.name))
+    try:
+        yield environment
+    finally:
+        environment.close()
+
+
+def pools(**by_name: rs.Pool) -> rs.DriverResources:
+    """``DriverResources`` from keyword pools; deep-copied so tests can keep editing theirs."""
+    return rs.DriverResources(pools=copy.deepcopy(by_name))
+
+
+def devices_of(slice_obj: dict[str, Any]) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = slice_obj["spec"].get("devices", [])
+    return result

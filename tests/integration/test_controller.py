@@ -1,0 +1,377 @@
+"""The controller against the real apiserver (issue #4): what it writes, and how often.
+
+Needs the kube-apiserver + etcd of ``resourceslice.testing``. Write counts come from the
+HTTP requests the controller's client sent, not from the controller's own statistics.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import kubernetes.client
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+import resourceslice as rs
+
+from .controller_env import (
+    SYNC_TIMEOUT,
+    ControllerEnv,
+    device,
+    devices_of,
+    env_fixture,  # noqa: F401  (the env fixture)
+    pools,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_create(env: ControllerEnv) -> None:
+    ctrl = env.start_synced(pools(p=rs.Pool(devices=[device(0), device(1)])))
+    [published] = env.slices()
+    assert published["metadata"]["name"].startswith(f"00000-{env.driver}-")
+    assert "ownerReferences" not in published["metadata"]
+    assert published["spec"]["pool"] == {"name": "p", "generation": 1, "resourceSliceCount": 1}
+    assert published["spec"]["allNodes"] is True
+    assert devices_of(published) == [device(0), device(1)]
+    assert env.counter.writes() == {"POST": 1}
+    assert ctrl.stats() == rs.Stats(creates=1, updates=0, deletes=0)
+    assert env.errors == []
+
+
+def test_unchanged_update_makes_no_writes(env: ControllerEnv) -> None:
+    resources = pools(p=rs.Pool(devices=[device(i) for i in range(5)]))
+    ctrl = env.start_synced(resources)
+    env.counter.reset()
+    env.update_synced(ctrl, pools(p=rs.Pool(devices=[device(i) for i in range(5)])))
+    assert env.counter.writes() == {}
+
+
+def test_device_added_removed_changed(env: ControllerEnv) -> None:
+    devs = [device(0), device(1), device(2)]
+    ctrl = env.start_synced(pools(p=rs.Pool(devices=devs)))
+    [before] = env.slices()
+
+    steps: list[list[dict[str, Any]]] = [
+        [*devs, device(3)],  # added
+        [device(1), device(2), device(3)],  # removed
+        [device(1), device(2, attributes={"index": {"int": 20}}), device(3)],  # changed
+    ]
+    for wanted in steps:
+        env.counter.reset()
+        env.update_synced(ctrl, pools(p=rs.Pool(devices=wanted)))
+        [after] = env.slices()
+        # One slice changed in place: one PUT, the generation kept.
+        assert env.counter.writes() == {"PUT": 1}
+        assert after["metadata"]["name"] == before["metadata"]["name"]
+        assert after["spec"]["pool"]["generation"] == 1
+        assert devices_of(after) == wanted
+
+
+def test_pool_removed(env: ControllerEnv) -> None:
+    ctrl = env.start_synced(pools(a=rs.Pool(devices=[device(0)]), b=rs.Pool(devices=[device(1)])))
+    assert len(env.slices()) == 2
+    env.counter.reset()
+    env.update_synced(ctrl, pools(a=rs.Pool(devices=[device(0)])))
+    assert [s["spec"]["pool"]["name"] for s in env.slices()] == ["a"]
+    assert env.counter.writes() == {"DELETE": 1}
+
+
+def test_redundant_slice_deleted(env: ControllerEnv) -> None:
+    env.start_synced(pools(p=rs.Pool(devices=[device(0)])))
+    [ours] = env.slices()
+    # Same pool, generation and index as ours, but a higher name: a duplicate.
+    duplicate = env.create_slice(
+        env.slice_body(f"00000-{env.driver}-zzzzz", "p", 1, 1, devices=[device(9)])
+    )
+    assert duplicate["metadata"]["name"] > ours["metadata"]["name"]
+    wait_until(lambda: [s["metadata"]["name"] for s in env.slices()] == [ours["metadata"]["name"]])
+    [kept] = env.slices()
+    assert kept["metadata"]["resourceVersion"] == ours["metadata"]["resourceVersion"]
+
+
+def explicit(*device_lists: list[dict[str, Any]]) -> rs.DriverResources:
+    return pools(p=rs.Pool(slices=[rs.Slice(devices=d) for d in device_lists]))
+
+
+def test_explicit_slices_generation_rules(env: ControllerEnv) -> None:
+    layout = [[device(0), device(1)], [device(2), device(3)], [device(4), device(5)]]
+    ctrl = env.start_synced(explicit(*layout))
+    assert env.counter.writes() == {"POST": 3}
+    published = env.slices()
+    assert [devices_of(s) for s in published] == layout
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in published} == {3}
+
+    def change(indexes: list[int], generation: int, puts: int) -> None:
+        for i in indexes:
+            layout[i][0] = {**layout[i][0], "attributes": {"changed": {"bool": True}}}
+        env.counter.reset()
+        env.update_synced(ctrl, explicit(*layout))
+        assert env.counter.writes() == {"PUT": puts}
+        now = env.slices()
+        assert [devices_of(s) for s in now] == layout
+        assert {s["spec"]["pool"]["generation"] for s in now} == {generation}
+
+    change([1], generation=1, puts=1)  # one in-place update keeps the generation
+    change([0, 2], generation=2, puts=3)  # more than one: new generation, all rewritten
+    change([0, 1, 2], generation=3, puts=3)
+
+
+def test_lower_generation_deleted(env: ControllerEnv) -> None:
+    env.start_synced(pools(p=rs.Pool(devices=[device(0)], generation=5)))
+    [ours] = env.slices()
+    assert ours["spec"]["pool"]["generation"] == 5  # the driver's, being higher
+    env.create_slice(env.slice_body("obsolete-", "p", 4, 1, devices=[device(1)]))
+    wait_until(lambda: [s["metadata"]["name"] for s in env.slices()] == [ours["metadata"]["name"]])
+
+
+def test_migration_from_random_named_slices(env: ControllerEnv) -> None:
+    old = [
+        env.create_slice(env.slice_body("node-1-old-", "p", 1, 2, devices=[device(0)])),
+        env.create_slice(env.slice_body("node-1-old-", "p", 1, 2, devices=[device(1)])),
+    ]
+    env.start_synced(pools(p=rs.Pool(devices=[device(0), device(1)])))
+    [published] = env.slices()
+    assert published["metadata"]["name"].startswith(f"00000-{env.driver}-")
+    assert published["spec"]["pool"] == {"name": "p", "generation": 2, "resourceSliceCount": 1}
+    assert devices_of(published) == [device(0), device(1)]
+    assert env.counter.writes() == {"DELETE": 2, "POST": 1}
+    assert all(o["metadata"]["name"] != published["metadata"]["name"] for o in old)
+
+
+NODE_SELECTOR = {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
+    ]
+}
+
+
+def test_network_attached_pools(env: ControllerEnv) -> None:
+    per_device = [
+        {"name": "d0", "nodeName": "worker-0"},
+        {"name": "d1", "allNodes": True},
+        {"name": "d2", "nodeSelector": NODE_SELECTOR},
+    ]
+    env.start_synced(
+        pools(
+            selected=rs.Pool(devices=[device(0)], node_selector=NODE_SELECTOR),
+            everywhere=rs.Pool(devices=[device(1)], all_nodes=True),
+            per=rs.Pool(slices=[rs.Slice(devices=per_device, per_device_node_selection=True)]),
+        )
+    )
+    by_pool = {s["spec"]["pool"]["name"]: s["spec"] for s in env.slices()}
+    assert by_pool["selected"]["nodeSelector"] == NODE_SELECTOR
+    assert "allNodes" not in by_pool["selected"] and "nodeName" not in by_pool["selected"]
+    assert by_pool["everywhere"]["allNodes"] is True
+    assert by_pool["per"]["perDeviceNodeSelection"] is True
+    assert by_pool["per"]["devices"] == per_device
+    assert env.errors == []
+
+
+@pytest.fixture
+def node(env: ControllerEnv) -> Any:
+    core = kubernetes.client.CoreV1Api(env.admin)
+    name = env.driver.split(".")[0][:40] + "-node"
+    response = core.create_node(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}, _preload_content=False
+    )
+    yield json.loads(response.data)
+    core.delete_node(name, _preload_content=False)
+
+
+def test_node_owner_uid_lookup(env: ControllerEnv, node: dict[str, Any]) -> None:
+    name = node["metadata"]["name"]
+    owner = rs.Owner(api_version="v1", kind="Node", name=name)
+    env.start_synced(pools(**{name: rs.Pool(devices=[device(0)])}), owner=owner)
+    [published] = env.slices()
+    assert published["metadata"]["name"].startswith(f"00000-{env.driver}-{name}-")
+    assert published["spec"]["nodeName"] == name
+    assert published["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": name,
+            "uid": node["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    assert [p for m, p in env.counter.requests() if m == "GET" and "/nodes/" in p] == [
+        f"/api/v1/nodes/{name}"
+    ]
+
+
+def test_reconcile_pool_with_name(env: ControllerEnv, node: dict[str, Any]) -> None:
+    name = node["metadata"]["name"]
+    owner = rs.Owner(api_version="v1", kind="Node", name=name)
+    # A pool of the same driver that this controller must leave alone.
+    foreign = env.create_slice(env.slice_body("foreign-", "other", 1, 1, devices=[device(7)]))
+    resources = pools(shared=rs.Pool(devices=[device(0)], node_selector=NODE_SELECTOR))
+    ctrl = env.start_synced(resources, owner=owner, reconcile_pool_with_name="shared")
+    [ours] = env.slices("shared")
+    assert "nodeName" not in ours["spec"]
+    assert ours["spec"]["nodeSelector"] == NODE_SELECTOR
+    assert ours["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+
+    with pytest.raises(rs.ValidationError) as info:
+        ctrl.update(pools(shared=rs.Pool(devices=[]), other=rs.Pool(devices=[])))
+    assert info.value.errors == [
+        'pools["other"]: only pool "shared" is reconciled (reconcile_pool_with_name)'
+    ]
+
+    # Let a sync_delay pass by healing an edit of our slice; the foreign one is untouched.
+    edited = copy.deepcopy(ours)
+    edited["spec"]["devices"] = [device(0, attributes={"index": {"int": 99}})]
+    env.replace_slice(edited)
+    wait_until(lambda: devices_of(env.slices("shared")[0]) == [device(0)])
+    [still] = env.slices("other")
+    assert still["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+
+
+TAINT = {"key": "example.com/unhealthy", "value": "true", "effect": "NoSchedule"}
+
+
+def test_device_taints_keep_the_servers_time_added(env: ControllerEnv) -> None:
+    resources = pools(p=rs.Pool(devices=[device(0, taints=[TAINT]), device(1)]))
+    ctrl = env.start_synced(resources)
+    [published] = env.slices()
+    [stored_taint] = devices_of(published)[0]["taints"]
+    time_added = stored_taint["timeAdded"]  # set by the apiserver
+    assert {k: v for k, v in stored_taint.items() if k != "timeAdded"} == TAINT
+
+    ctrl = env.restart(ctrl, resources)
+    assert env.counter.writes() == {}
+
+    env.update_synced(
+        ctrl,
+        pools(
+            p=rs.Pool(devices=[device(0, taints=[TAINT]), device(1, attributes={"x": {"int": 1}})])
+        ),
+    )
+    assert env.counter.writes() == {"PUT": 1}
+    [after] = env.slices()
+    assert devices_of(after)[0]["taints"] == [{**TAINT, "timeAdded": time_added}]
+    assert env.errors == []
+
+
+def test_partitionable_devices(env: ControllerEnv) -> None:
+    counters = [{"name": "gpu-0-mem", "counters": {"memory": {"value": "40Gi"}}}]
+    partitions = [
+        {
+            "name": f"gpu-0-part-{i}",
+            "consumesCounters": [
+                {"counterSet": "gpu-0-mem", "counters": {"memory": {"value": "20Gi"}}}
+            ],
+        }
+        for i in range(2)
+    ]
+    resources = pools(
+        p=rs.Pool(slices=[rs.Slice(shared_counters=counters), rs.Slice(devices=partitions)])
+    )
+    ctrl = env.start_synced(resources)
+    counter_slice, device_slice = env.slices()
+    assert counter_slice["spec"]["sharedCounters"] == counters
+    assert "devices" not in counter_slice["spec"]
+    assert devices_of(device_slice) == partitions
+    env.restart(ctrl, resources)
+    assert env.counter.writes() == {}
+    assert env.errors == []
+
+
+def test_binding_conditions(env: ControllerEnv) -> None:
+    dev = device(
+        0,
+        bindingConditions=["example.com/attached"],
+        bindingFailureConditions=["example.com/attach-failed"],
+        bindsToNode=True,
+    )
+    env.start_synced(pools(p=rs.Pool(devices=[dev])))
+    [published] = env.slices()
+    assert devices_of(published) == [dev]
+    assert env.errors == []
+
+
+def test_quantities_compared_by_value(env: ControllerEnv) -> None:
+    def with_memory(value: str) -> rs.DriverResources:
+        return pools(p=rs.Pool(devices=[device(0, capacity={"memory": {"value": value}})]))
+
+    ctrl = env.start_synced(with_memory("1024Mi"))
+    [published] = env.slices()
+    assert devices_of(published)[0]["capacity"]["memory"]["value"] == "1Gi"  # server's form
+    # Not a dropped field, and not a difference: no error, no rewrite.
+    assert env.errors == []
+    env.counter.reset()
+    env.update_synced(ctrl, with_memory("1Gi"))
+    env.update_synced(ctrl, with_memory("1073741824"))
+    assert env.counter.writes() == {}
+
+
+def test_invalid_input_rejected_and_old_state_kept(env: ControllerEnv) -> None:
+    with pytest.raises(rs.ValidationError):
+        env.start(pools(p=rs.Pool(devices=[device(0), device(0)])))
+
+    ctrl = env.start_synced(pools(p=rs.Pool(devices=[device(0)])))
+    env.counter.reset()
+    bad = pools(p=rs.Pool(devices=[device(0), device(0), {"name": "Not_A_Label"}]))
+    with pytest.raises(rs.ValidationError) as info:
+        ctrl.update(bad)
+    assert len(info.value.errors) >= 2
+    assert any(e.startswith('pools["p"].devices[1].name') for e in info.value.errors)
+    assert any(e.startswith('pools["p"].devices[2].name') for e in info.value.errors)
+    assert ctrl.wait_synced(SYNC_TIMEOUT)
+    assert env.counter.writes() == {}
+    assert devices_of(env.slices()[0]) == [device(0)]
+
+    # The controller still takes valid updates afterwards.
+    env.update_synced(ctrl, pools(p=rs.Pool(devices=[device(0), device(1)])))
+    assert devices_of(env.slices()[0]) == [device(0), device(1)]
+
+
+def test_server_rejection_reported_other_pools_publish(env: ControllerEnv) -> None:
+    bogus = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "rack", "operator": "Bogus", "values": ["r1"]}]}
+        ]
+    }
+    ctrl = env.start(
+        pools(
+            good=rs.Pool(devices=[device(0)]), bad=rs.Pool(devices=[device(1)], node_selector=bogus)
+        )
+    )
+    wait_until(lambda: env.slices("good") and env.errors)
+    exc, message = env.errors[0]
+    assert isinstance(exc, ApiException) and exc.status == 422
+    assert "'bad'" in message
+    assert env.slices("bad") == []
+    # The failing pool keeps the controller from being in sync.
+    assert not ctrl.wait_synced(0.5)
+
+
+def test_external_delete_and_edit_healed(env: ControllerEnv) -> None:
+    env.start_synced(pools(p=rs.Pool(devices=[device(0), device(1)])))
+    [ours] = env.slices()
+
+    env.api.delete_resource_slice(ours["metadata"]["name"], _preload_content=False)
+    recreated = wait_until(lambda: env.slices())
+    assert devices_of(recreated[0]) == [device(0), device(1)]
+
+    edited = copy.deepcopy(recreated[0])
+    edited["spec"]["devices"] = [device(0)]
+    env.replace_slice(edited)
+    wait_until(lambda: devices_of(env.slices()[0]) == [device(0), device(1)])
+    assert env.errors == []
+
+
+def test_restart_makes_no_writes(env: ControllerEnv, node: dict[str, Any]) -> None:
+    name = node["metadata"]["name"]
+    owner = rs.Owner(api_version="v1", kind="Node", name=name)
+    resources = pools(
+        **{name: rs.Pool(devices=[device(i) for i in range(300)])},
+        network=rs.Pool(devices=[device(0)], node_selector=NODE_SELECTOR),
+    )
+    ctrl = env.start_synced(resources, owner=owner)
+    assert env.counter.writes() == {"POST": 4}
+    with env.restart(ctrl, resources, owner=owner):
+        assert env.counter.writes() == {}
