@@ -1,0 +1,128 @@
+"""End to end on the real apiserver: 10,000 devices in one flat pool.
+
+Three figures: the first publish, a one-device change, and a restart with the same desired
+state, each timed from the call until ``wait_synced`` returns. The HTTP writes of each run
+are counted on the client and kept in the benchmark's ``extra_info``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes.client
+import pytest
+
+import resourceslice as rs
+from resourceslice.testing import TestCluster
+from resourceslice.testing.counting import RequestCounter
+
+pytestmark = pytest.mark.integration
+
+DEVICES = 10_000
+ROUNDS = 3
+TIMEOUT = 120.0
+_run = itertools.count()
+
+
+def devices(changed: int | None = None) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"dev-{i}",
+            "attributes": {"index": {"int": -1 if i == changed else i}, "model": {"string": "a"}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        for i in range(DEVICES)
+    ]
+
+
+class Bench:
+    def __init__(self, cluster: TestCluster) -> None:
+        self.cluster = cluster
+        self.clients: list[kubernetes.client.ApiClient] = []
+        self.controllers: list[rs.Controller] = []
+        self.drivers: list[str] = []
+
+    def new_driver(self) -> str:
+        self.drivers.append(f"e2e-{next(_run)}.bench.example.com")
+        return self.drivers[-1]
+
+    def start(self, driver: str, resources: rs.DriverResources) -> tuple[rs.Controller, Any]:
+        client = self.cluster.api_client("admin")
+        self.clients.append(client)
+        counter = RequestCounter(client)
+        ctrl = rs.start_controller(client, driver=driver, resources=resources)
+        self.controllers.append(ctrl)
+        assert ctrl.wait_synced(TIMEOUT)
+        return ctrl, counter
+
+    def close(self) -> None:
+        for ctrl in self.controllers:
+            ctrl.stop()
+        admin = self.cluster.api_client("admin")
+        api = kubernetes.client.ResourceV1Api(admin)
+        for driver in self.drivers:
+            api.delete_collection_resource_slice(
+                field_selector=f"spec.driver={driver}", _preload_content=False
+            )
+        for client in [*self.clients, admin]:
+            client.close()
+
+
+@pytest.fixture
+def bench(kube_cluster: TestCluster) -> Iterator[Bench]:
+    b = Bench(kube_cluster)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def pool(devs: list[dict[str, Any]]) -> rs.DriverResources:
+    return rs.DriverResources(pools={"p": rs.Pool(devices=devs)})
+
+
+def test_publish_10k(benchmark: Any, bench: Bench) -> None:
+    desired = pool(devices())
+    writes: list[dict[str, int]] = []
+
+    def publish() -> None:
+        _, counter = bench.start(bench.new_driver(), desired)
+        writes.append(counter.writes())
+
+    benchmark.pedantic(publish, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info["writes"] = writes[-1]
+    assert all(w == {"POST": 79} for w in writes)
+
+
+def test_change_one_device_of_10k(benchmark: Any, bench: Bench) -> None:
+    ctrl, counter = bench.start(bench.new_driver(), pool(devices()))
+    states = itertools.cycle([pool(devices(changed=5000)), pool(devices())])
+    writes: list[dict[str, int]] = []
+
+    def change() -> None:
+        counter.reset()
+        ctrl.update(next(states))
+        assert ctrl.wait_synced(TIMEOUT)
+        writes.append(counter.writes())
+
+    benchmark.pedantic(change, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info["writes"] = writes[-1]
+    assert all(w == {"PUT": 1} for w in writes)
+
+
+def test_restart_unchanged_10k(benchmark: Any, bench: Bench) -> None:
+    driver = bench.new_driver()
+    desired = pool(devices())
+    bench.start(driver, desired)[0].stop()
+    writes: list[dict[str, int]] = []
+
+    def restart() -> None:
+        ctrl, counter = bench.start(driver, desired)
+        ctrl.stop()
+        writes.append(counter.writes())
+
+    benchmark.pedantic(restart, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info["writes"] = writes[-1]
+    assert all(w == {} for w in writes)
