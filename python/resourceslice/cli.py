@@ -197,7 +197,11 @@ def _expand_template(entry: Mapping[str, Any], path: str, errors: list[str]) -> 
     if problems:
         errors += problems
         return []
-    return [_fill(device, dict(zip(names, combo))) for combo in itertools.product(*axes)]
+    try:
+        return [_fill(device, dict(zip(names, combo))) for combo in itertools.product(*axes)]
+    except (ValueError, TypeError) as exc:  # a format spec that does not suit a value
+        errors.append(f"{path}.device: {exc}")
+        return []
 
 
 def _devices(value: Any, path: str, errors: list[str]) -> list[Any] | None:
