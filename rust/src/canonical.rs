@@ -32,7 +32,12 @@ pub fn to_json(v: &Value) -> String {
 }
 
 /// The node selection members of a slice spec; the API allows one of them.
-pub const NODE_SELECTION_KEYS: [&str; 4] = ["nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection"];
+pub const NODE_SELECTION_KEYS: [&str; 4] = [
+    "nodeName",
+    "nodeSelector",
+    "allNodes",
+    "perDeviceNodeSelection",
+];
 
 /// The part of a slice that is not its device list nor its identity (docs/core.md §1).
 pub struct Header<'a> {

@@ -30,7 +30,11 @@ impl Record {
     pub fn same_content(&self, other: &Record) -> bool {
         canonical::header_eq(&self.header, &other.header)
             && self.devices.len() == other.devices.len()
-            && self.devices.iter().zip(&other.devices).all(|(d, s)| canonical::device_eq(d, s))
+            && self
+                .devices
+                .iter()
+                .zip(&other.devices)
+                .all(|(d, s)| canonical::device_eq(d, s))
     }
 }
 
@@ -48,23 +52,36 @@ fn take_str(map: &mut Map<String, Value>, key: &str) -> Option<String> {
 fn int(map: &Map<String, Value>, key: &str) -> Result<i64, String> {
     match map.get(key) {
         None => Ok(0),
-        Some(v) => v.as_i64().ok_or_else(|| format!("spec.pool.{key} is not an integer")),
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| format!("spec.pool.{key} is not an integer")),
     }
 }
 
 /// One ResourceSlice object (its `kind` may be absent, as in list items).
 pub fn record(obj: Value) -> Result<Record, String> {
-    let Value::Object(mut obj) = obj else { return Err("a ResourceSlice must be a JSON object".into()) };
+    let Value::Object(mut obj) = obj else {
+        return Err("a ResourceSlice must be a JSON object".into());
+    };
     match obj.get("kind") {
         None => {}
         Some(Value::String(k)) if k == "ResourceSlice" => {}
         Some(other) => return Err(format!("expected kind ResourceSlice, got {other}")),
     }
-    let Some(Value::Object(mut meta)) = obj.remove("metadata") else { return Err("missing metadata".into()) };
-    let name = take_str(&mut meta, "name").filter(|n| !n.is_empty()).ok_or("missing metadata.name")?;
-    let Some(Value::Object(mut spec)) = obj.remove("spec") else { return Err(format!("{name}: missing spec")) };
-    let Some(Value::Object(mut pool)) = spec.remove("pool") else { return Err(format!("{name}: missing spec.pool")) };
-    let pool_name = take_str(&mut pool, "name").ok_or_else(|| format!("{name}: missing spec.pool.name"))?;
+    let Some(Value::Object(mut meta)) = obj.remove("metadata") else {
+        return Err("missing metadata".into());
+    };
+    let name = take_str(&mut meta, "name")
+        .filter(|n| !n.is_empty())
+        .ok_or("missing metadata.name")?;
+    let Some(Value::Object(mut spec)) = obj.remove("spec") else {
+        return Err(format!("{name}: missing spec"));
+    };
+    let Some(Value::Object(mut pool)) = spec.remove("pool") else {
+        return Err(format!("{name}: missing spec.pool"));
+    };
+    let pool_name =
+        take_str(&mut pool, "name").ok_or_else(|| format!("{name}: missing spec.pool.name"))?;
     let generation = int(&pool, "generation").map_err(|e| format!("{name}: {e}"))?;
     let count = int(&pool, "resourceSliceCount").map_err(|e| format!("{name}: {e}"))?;
     let driver = match spec.get("driver") {
@@ -75,15 +92,25 @@ pub fn record(obj: Value) -> Result<Record, String> {
         Some(Value::String(n)) => Some(n.clone()),
         _ => None,
     };
-    let node_selection = canonical::NODE_SELECTION_KEYS.iter().find_map(|k| Some((*k, spec.remove(*k)?)));
+    let node_selection = canonical::NODE_SELECTION_KEYS
+        .iter()
+        .find_map(|k| Some((*k, spec.remove(*k)?)));
     let mut device_names = Vec::new();
     let mut devices = Vec::new();
     if let Some(Value::Array(list)) = spec.remove("devices") {
         device_names.reserve(list.len());
         devices.reserve(list.len());
         for device in list {
-            let Some(device) = canonical::stored_device(device) else { continue };
-            device_names.push(device.get("name").and_then(Value::as_str).unwrap_or_default().to_owned());
+            let Some(device) = canonical::stored_device(device) else {
+                continue;
+            };
+            device_names.push(
+                device
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
             devices.push(canonical::to_json(&device));
         }
     }
@@ -125,7 +152,9 @@ pub fn decode_slice(data: &[u8]) -> Result<Record, String> {
 
 /// `decode_list`: `(list resourceVersion, records)`.
 pub fn decode_list(data: &[u8]) -> Result<(String, Vec<Record>), String> {
-    let Value::Object(mut list) = parse(data)? else { return Err("a ResourceSliceList must be a JSON object".into()) };
+    let Value::Object(mut list) = parse(data)? else {
+        return Err("a ResourceSliceList must be a JSON object".into());
+    };
     match list.get("kind") {
         None => {}
         Some(Value::String(k)) if k == "ResourceSliceList" => {}
@@ -146,7 +175,7 @@ pub fn decode_list(data: &[u8]) -> Result<(String, Vec<Record>), String> {
 /// A decoded watch event.
 pub enum Event {
     /// `ADDED` / `MODIFIED` / `DELETED` with its object.
-    Object(String, Record),
+    Object(String, Box<Record>),
     /// The bookmark's resourceVersion.
     Bookmark(String),
     /// The Status object as canonical JSON.
@@ -155,16 +184,23 @@ pub enum Event {
 
 /// `decode_watch_event`.
 pub fn decode_watch_event(data: &[u8]) -> Result<Event, String> {
-    let Value::Object(mut event) = parse(data)? else { return Err("a watch event must be a JSON object".into()) };
+    let Value::Object(mut event) = parse(data)? else {
+        return Err("a watch event must be a JSON object".into());
+    };
     let kind = take_str(&mut event, "type").ok_or("watch event without type")?;
     let object = event.remove("object").ok_or("watch event without object")?;
     match kind.as_str() {
-        "ADDED" | "MODIFIED" | "DELETED" => Ok(Event::Object(kind, record(object)?)),
+        "ADDED" | "MODIFIED" | "DELETED" => Ok(Event::Object(kind, Box::new(record(object)?))),
         "BOOKMARK" => {
-            let version = object.get("metadata").and_then(|m| m.get("resourceVersion")).and_then(Value::as_str);
+            let version = object
+                .get("metadata")
+                .and_then(|m| m.get("resourceVersion"))
+                .and_then(Value::as_str);
             Ok(Event::Bookmark(version.unwrap_or_default().to_owned()))
         }
-        "ERROR" => Ok(Event::Error(canonical::to_json(&canonical::prune(object).unwrap_or_default()))),
+        "ERROR" => Ok(Event::Error(canonical::to_json(
+            &canonical::prune(object).unwrap_or_default(),
+        ))),
         other => Err(format!("unknown watch event type {other:?}")),
     }
 }

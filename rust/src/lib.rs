@@ -1,11 +1,300 @@
-//! PyO3 glue for `resourceslice._core`. The computation lives in the sibling modules.
+//! PyO3 glue for `resourceslice._core`. The computation lives in the sibling modules; this
+//! file only moves data across the boundary (python/resourceslice/_core.pyi) and releases the
+//! GIL around the pure-Rust work, since the controller's watch threads need it meanwhile.
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 pub mod canonical;
 pub mod decode;
+pub mod pack;
+pub mod plan;
 pub mod quantity;
+pub mod validate;
+
+use decode::{Event, Record};
+use validate::Input;
+
+/// Copies Python plain data into an `Input` tree (dict entries sorted by key).
+fn to_input(obj: &Bound<'_, PyAny>) -> Input {
+    if obj.is_none() {
+        Input::Null
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        utf8(s).map_or(Input::BadStr, |s| Input::Str(s.to_owned()))
+    } else if let Ok(b) = obj.cast::<PyBool>() {
+        Input::Bool(b.is_true())
+    } else if let Ok(i) = obj.cast::<PyInt>() {
+        i.extract::<i64>().map_or(Input::BigInt, Input::Int)
+    } else if obj.cast::<PyFloat>().is_ok() {
+        Input::Float
+    } else if let Ok(d) = obj.cast::<PyDict>() {
+        let mut entries: Vec<(String, Input)> = d.iter().map(|(k, v)| entry(&k, &v)).collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Input::Dict(entries)
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        Input::List(l.iter().map(|x| to_input(&x)).collect())
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        Input::List(t.iter().map(|x| to_input(&x)).collect())
+    } else {
+        Input::Other(type_name(obj))
+    }
+}
+
+fn entry(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> (String, Input) {
+    match key.cast::<PyString>().ok().and_then(|k| utf8(k)) {
+        Some(k) => (k.to_owned(), to_input(value)),
+        None => (
+            key.str().map_or_else(|_| String::new(), |s| s.to_string()),
+            Input::Other(format!("{} key", type_name(key))),
+        ),
+    }
+}
+
+unsafe extern "C" {
+    /// In the limited API only from 3.10, but exported by every CPython this wheel supports.
+    fn PyUnicode_AsUTF8AndSize(
+        unicode: *mut pyo3::ffi::PyObject,
+        size: *mut pyo3::ffi::Py_ssize_t,
+    ) -> *const std::ffi::c_char;
+}
+
+/// The UTF-8 of a str without the temporary bytes object that abi3-py39's `to_cow` makes
+/// (the hot path reads tens of strings per device). None for lone surrogates.
+fn utf8<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
+    let mut size: pyo3::ffi::Py_ssize_t = 0;
+    // SAFETY: `s` is a live str; the returned buffer is cached in it and lives as long as it.
+    let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
+    if data.is_null() {
+        let _ = PyErr::take(s.py());
+        return None;
+    }
+    // SAFETY: CPython guarantees `size` bytes of valid UTF-8 at `data`.
+    Some(unsafe {
+        std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast::<u8>(), size as usize))
+    })
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "object".to_owned(), |n| n.to_string())
+}
+
+/// A validated, canonical desired state: every pool of one driver. Immutable.
+#[pyclass(frozen, name = "Desired", module = "resourceslice._core")]
+struct PyDesired(validate::Desired);
+
+#[pymethods]
+impl PyDesired {
+    #[getter]
+    fn driver(&self) -> &str {
+        &self.0.driver
+    }
+
+    fn pool_names(&self) -> Vec<String> {
+        self.0.pools.keys().cloned().collect()
+    }
+
+    fn device_count(&self, pool: &str) -> usize {
+        self.0
+            .pools
+            .get(pool)
+            .map_or(0, validate::DesiredPool::device_count)
+    }
+}
+
+/// What the store keeps of one ResourceSlice, decoded from the apiserver's JSON.
+#[pyclass(frozen, name = "SliceRecord", module = "resourceslice._core")]
+struct PySliceRecord(Record);
+
+#[pymethods]
+impl PySliceRecord {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+    #[getter]
+    fn uid(&self) -> &str {
+        &self.0.uid
+    }
+    #[getter]
+    fn resource_version(&self) -> &str {
+        &self.0.resource_version
+    }
+    #[getter]
+    fn driver(&self) -> &str {
+        &self.0.driver
+    }
+    #[getter]
+    fn pool(&self) -> &str {
+        &self.0.pool
+    }
+    #[getter]
+    fn generation(&self) -> i64 {
+        self.0.generation
+    }
+    #[getter]
+    fn resource_slice_count(&self) -> i64 {
+        self.0.resource_slice_count
+    }
+    #[getter]
+    fn node_name(&self) -> Option<&str> {
+        self.0.node_name.as_deref()
+    }
+    #[getter]
+    fn device_names(&self) -> Vec<String> {
+        self.0.device_names.clone()
+    }
+
+    fn same_content(&self, other: &Bound<'_, PySliceRecord>) -> bool {
+        self.0.same_content(&other.get().0)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SliceRecord(name={:?}, pool={:?}, generation={})",
+            self.0.name, self.0.pool, self.0.generation
+        )
+    }
+}
+
+/// The writes that make one pool's slices equal to the desired state.
+#[pyclass(frozen, name = "Plan", module = "resourceslice._core")]
+struct PyPlan(plan::Plan);
+
+#[pymethods]
+impl PyPlan {
+    #[getter]
+    fn generation(&self) -> i64 {
+        self.0.generation
+    }
+    #[getter]
+    fn slice_count(&self) -> usize {
+        self.0.slice_count
+    }
+    #[getter]
+    fn device_count(&self) -> usize {
+        self.0.device_count
+    }
+    #[getter]
+    fn deletes(&self) -> Vec<(String, String, String)> {
+        self.0.deletes.clone()
+    }
+    #[getter]
+    fn updates<'py>(&self, py: Python<'py>) -> Vec<(String, Bound<'py, PyBytes>)> {
+        self.0
+            .updates
+            .iter()
+            .map(|(name, body)| (name.clone(), PyBytes::new(py, body)))
+            .collect()
+    }
+    #[getter]
+    fn creates<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.0
+            .creates
+            .iter()
+            .map(|body| PyBytes::new(py, body))
+            .collect()
+    }
+}
+
+#[pyfunction]
+fn prepare_desired(
+    py: Python<'_>,
+    driver: &Bound<'_, PyAny>,
+    pools: &Bound<'_, PyAny>,
+    max_slice_bytes: usize,
+) -> PyResult<(Option<Py<PyDesired>>, Vec<String>)> {
+    let driver = to_input(driver);
+    let mut entries = Vec::new();
+    for item in pools.call_method0("items")?.try_iter()? {
+        let (name, pool): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+        entries.push(entry(&name, &pool));
+    }
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    match py.detach(|| validate::prepare_desired(&driver, &entries, max_slice_bytes)) {
+        Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Vec::new())),
+        Err(errors) => Ok((None, errors)),
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (desired, pool, existing, owner, node_name))]
+fn plan_pool(
+    py: Python<'_>,
+    desired: Option<Py<PyDesired>>,
+    pool: &str,
+    existing: &Bound<'_, PyAny>,
+    owner: Option<(String, String, String, String)>,
+    node_name: Option<&str>,
+) -> PyResult<PyPlan> {
+    let records: Vec<Py<PySliceRecord>> = existing
+        .try_iter()?
+        .map(|r| Ok(r?.cast_into::<PySliceRecord>()?.unbind()))
+        .collect::<PyResult<_>>()?;
+    let owner = owner.map(|(api_version, kind, name, uid)| plan::Owner {
+        api_version,
+        kind,
+        name,
+        uid,
+    });
+    let plan = py.detach(|| {
+        let records: Vec<&Record> = records.iter().map(|r| &r.get().0).collect();
+        plan::plan_pool(
+            desired.as_ref().map(|d| &d.get().0),
+            pool,
+            &records,
+            owner.as_ref(),
+            node_name,
+        )
+    });
+    Ok(PyPlan(plan))
+}
+
+#[pyfunction]
+fn decode_slice(py: Python<'_>, data: &[u8]) -> PyResult<PySliceRecord> {
+    py.detach(|| decode::decode_slice(data))
+        .map(PySliceRecord)
+        .map_err(PyValueError::new_err)
+}
+
+#[pyfunction]
+fn decode_list(py: Python<'_>, data: &[u8]) -> PyResult<(String, Vec<PySliceRecord>)> {
+    let (version, records) = py
+        .detach(|| decode::decode_list(data))
+        .map_err(PyValueError::new_err)?;
+    Ok((version, records.into_iter().map(PySliceRecord).collect()))
+}
+
+#[pyfunction]
+fn decode_watch_event(
+    py: Python<'_>,
+    data: &[u8],
+) -> PyResult<(String, Option<PySliceRecord>, String)> {
+    Ok(
+        match py
+            .detach(|| decode::decode_watch_event(data))
+            .map_err(PyValueError::new_err)?
+        {
+            Event::Object(kind, record) => {
+                let version = record.resource_version.clone();
+                (kind, Some(PySliceRecord(*record)), version)
+            }
+            Event::Bookmark(version) => ("BOOKMARK".to_owned(), None, version),
+            Event::Error(status) => ("ERROR".to_owned(), None, status),
+        },
+    )
+}
 
 #[pymodule]
-fn _core(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDesired>()?;
+    m.add_class::<PySliceRecord>()?;
+    m.add_class::<PyPlan>()?;
+    m.add_function(wrap_pyfunction!(prepare_desired, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_pool, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_slice, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_list, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_watch_event, m)?)?;
     Ok(())
 }

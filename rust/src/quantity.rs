@@ -167,7 +167,7 @@ fn normalise(mut m: u128, mut e: i64) -> (u128, i64) {
     if m == 0 {
         return (0, 0);
     }
-    while m % 10 == 0 {
+    while m.is_multiple_of(10) {
         m /= 10;
         e += 1;
     }
