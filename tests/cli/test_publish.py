@@ -1,0 +1,245 @@
+"""`publish` and `status` against the real apiserver of resourceslice.testing."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+import yaml
+
+import resourceslice
+from resourceslice import cli
+from resourceslice.testing import TestCluster
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+TIMEOUT = 60.0
+
+
+@pytest.fixture
+def driver(request: pytest.FixtureRequest) -> str:
+    """A driver of this test's own: tests never see each other's slices."""
+    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40] + ".cli.test"
+
+
+@pytest.fixture
+def kubeconfig(kube_cluster: TestCluster) -> str:
+    return str(kube_cluster.kubeconfigs["admin"])
+
+
+@pytest.fixture
+def resource_api(
+    kube_client: kubernetes.client.ApiClient, driver: str
+) -> Iterator[kubernetes.client.ResourceV1Api]:
+    api = kubernetes.client.ResourceV1Api(kube_client)
+    yield api
+    api.delete_collection_resource_slice(field_selector=f"spec.driver={driver}")
+
+
+@pytest.fixture
+def node(kube_client: kubernetes.client.ApiClient, driver: str) -> Iterator[str]:
+    name = "node-" + driver.split(".")[0][-30:].strip("-")
+    core_api = kubernetes.client.CoreV1Api(kube_client)
+    core_api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    yield name
+    core_api.delete_node(name)
+
+
+def slices(api: kubernetes.client.ResourceV1Api, driver: str) -> list[dict[str, Any]]:
+    response = api.list_resource_slice(
+        field_selector=f"spec.driver={driver}", _preload_content=False
+    )
+    items: list[dict[str, Any]] = json.loads(response.data)["items"]
+    return items
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_publish_once_then_status_then_restart_writes_nothing(
+    capsys: pytest.CaptureFixture[str],
+    kubeconfig: str,
+    resource_api: kubernetes.client.ResourceV1Api,
+    driver: str,
+    node: str,
+) -> None:
+    publish = ["publish", str(EXAMPLES / "gpu-node.yaml"), "--driver", driver, "--node", node]
+    publish += ["--once", "--kubeconfig", kubeconfig, "--timeout", str(TIMEOUT)]
+    code, out, err = run(capsys, *publish)
+    assert (code, err) == (0, "")
+    assert "1 pool, 3 slices, 288 devices; 3 writes needed" in out
+    assert "3 creates, 0 updates, 0 deletes" in out
+
+    stored = slices(resource_api, driver)
+    assert len(stored) == 3
+    assert {s["spec"]["nodeName"] for s in stored} == {node}
+    assert {s["metadata"]["ownerReferences"][0]["name"] for s in stored} == {node}
+    assert sum(len(s["spec"]["devices"]) for s in stored) == 288
+
+    code, out, err = run(
+        capsys, "status", "--driver", driver, "--node", node, "--kubeconfig", kubeconfig
+    )
+    assert (code, err) == (0, "")
+    header, row = out.splitlines()
+    assert header.split() == ["POOL", "NODE", "GENERATION", "SLICES", "DEVICES", "STATUS"]
+    assert row.split() == [node, node, "1", "3/3", "288", "ok"]
+
+    # The same file again: the cluster already matches, nothing is written.
+    code, out, err = run(capsys, *publish)
+    assert (code, err) == (0, "")
+    assert "0 writes needed" in out
+    assert "0 creates, 0 updates, 0 deletes" in out
+
+
+def test_status_fails_for_an_incomplete_pool(
+    capsys: pytest.CaptureFixture[str],
+    kubeconfig: str,
+    resource_api: kubernetes.client.ResourceV1Api,
+    driver: str,
+) -> None:
+    code, _, _ = run(
+        capsys, "publish", str(EXAMPLES / "fabric-pool.yaml"), "--driver", driver,
+        "--node-selector", "fabric=a", "--once", "--kubeconfig", kubeconfig,
+    )  # fmt: skip
+    assert code == 0
+    victim = sorted(s["metadata"]["name"] for s in slices(resource_api, driver))[5]
+    resource_api.delete_resource_slice(victim)
+
+    code, out, err = run(capsys, "status", "--driver", driver, "--kubeconfig", kubeconfig)
+    assert code == cli.EXIT_FAILED
+    (row,) = out.splitlines()[1:]
+    assert row.split()[:5] == ["fabric-a", "-", "1", "37/38", str(4800 - 128)]
+    assert row.endswith("incomplete: 1 of 38 slices missing")
+    assert err == "1 pool not usable by the scheduler: fabric-a\n"
+
+
+def test_pools_no_longer_in_the_file_are_deleted(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    kubeconfig: str,
+    resource_api: kubernetes.client.ResourceV1Api,
+    driver: str,
+) -> None:
+    path = tmp_path / "pools.yaml"
+    two = {"pools": {"keep": {"devices": [{"name": "a"}]}, "drop": {"devices": [{"name": "b"}]}}}
+    path.write_text(yaml.safe_dump(two))
+    publish = ["publish", str(path), "--driver", driver, "--all-nodes", "--once"]
+    publish += ["--kubeconfig", kubeconfig]
+    assert run(capsys, *publish)[0] == 0
+    assert sorted(s["spec"]["pool"]["name"] for s in slices(resource_api, driver)) == [
+        "drop",
+        "keep",
+    ]
+
+    del two["pools"]["drop"]
+    path.write_text(yaml.safe_dump(two))
+    code, out, _ = run(capsys, *publish)
+    assert code == 0
+    assert "0 creates, 0 updates, 1 delete" in out
+    assert [s["spec"]["pool"]["name"] for s in slices(resource_api, driver)] == ["keep"]
+
+
+def test_missing_node_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], kubeconfig: str, driver: str
+) -> None:
+    code, out, err = run(
+        capsys, "publish", str(EXAMPLES / "gpu-node.yaml"), "--driver", driver,
+        "--node", "no-such-node", "--once", "--kubeconfig", kubeconfig,
+    )  # fmt: skip
+    assert (code, out) == (cli.EXIT_FAILED, "")
+    assert err.startswith("resourceslice: node no-such-node: 404 ")
+    assert "must exist" in err
+
+
+class Output:
+    """A child process's stdout and stderr lines, as they come, for waiting on."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: queue.Queue[tuple[str, str]] = queue.Queue()
+        self.seen: list[tuple[str, str]] = []
+        for name, stream in (("out", process.stdout), ("err", process.stderr)):
+            threading.Thread(target=self._pump, args=(name, stream), daemon=True).start()
+
+    def _pump(self, name: str, stream: Any) -> None:
+        for line in stream:
+            self.lines.put((name, line.rstrip("\n")))
+
+    def wait_for(self, stream: str, text: str) -> str:
+        """The next line of ``stream`` containing ``text``; fails after TIMEOUT."""
+        while True:
+            try:
+                item = self.lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                pytest.fail(f"no {stream} line with {text!r} within {TIMEOUT}s; saw {self.seen}")
+            self.seen.append(item)
+            if item[0] == stream and text in item[1]:
+                return item[1]
+
+
+def device(i: int, speed: str = "400G") -> dict[str, Any]:
+    return {"name": f"port-{i}", "attributes": {"speed": {"string": speed}}}
+
+
+def test_publish_follows_the_file_and_keeps_the_last_good_state(
+    tmp_path: Path,
+    kubeconfig: str,
+    resource_api: kubernetes.client.ResourceV1Api,
+    driver: str,
+) -> None:
+    path = tmp_path / "fabric.yaml"
+    devices = [device(i) for i in range(300)]
+    path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": devices}}}))
+    env = dict(os.environ, PYTHONPATH=str(Path(resourceslice.__file__).parents[1]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "resourceslice.cli", "publish", str(path), "--driver", driver,
+         "--all-nodes", "--interval", "0.05", "--kubeconfig", kubeconfig],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        output = Output(process)
+        output.wait_for("out", "3 creates, 0 updates, 0 deletes")
+        output.wait_for("out", "watching")
+
+        devices[200] = device(200, speed="200G")
+        path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": devices}}}))
+        output.wait_for("out", "0 creates, 1 update, 0 deletes")
+        speeds = {
+            d["name"]: d["attributes"]["speed"]["string"]
+            for s in slices(resource_api, driver)
+            for d in s["spec"]["devices"]
+        }
+        assert (len(speeds), speeds["port-200"], speeds["port-199"]) == (300, "200G", "400G")
+
+        path.write_text("pools:\n  fabric:\n    devices: [{name: Bad_Name}]\n")
+        assert output.wait_for("err", f"{path}: invalid") == f"error: {path}: invalid:"
+        output.wait_for("err", 'pools["fabric"].devices[0].name')
+        output.wait_for("err", "keeping the last good state")
+        assert sum(len(s["spec"]["devices"]) for s in slices(resource_api, driver)) == 300
+
+        path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": devices[:10]}}}))
+        output.wait_for("out", "changed: 1 pool, 1 slice, 10 devices")
+        output.wait_for("out", "synced")
+        assert [len(s["spec"]["devices"]) for s in slices(resource_api, driver)] == [10]
+
+        process.send_signal(signal.SIGINT)
+        output.wait_for("out", "stopping")
+        assert process.wait(TIMEOUT) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
