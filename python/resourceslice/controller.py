@@ -211,6 +211,17 @@ class Controller:
                 for name in sorted(pools)
                 if name != self._only_pool
             ]
+        if self._node_name is not None:
+            # The informer of a Node owner sees only slices with that spec.nodeName: a pool
+            # published cluster-wide would be invisible to it, and created again and again.
+            errors += [
+                f'pools["{name}"]: a Node owner publishes only node-local pools; '
+                "use reconcile_pool_with_name for a pool with a node selection of its own"
+                for name, pool in sorted(pools.items())
+                if pool["nodeSelector"] is not None
+                or pool["allNodes"]
+                or any(s["perDeviceNodeSelection"] for s in pool["slices"] or ())
+            ]
         if errors:
             raise ValidationError(errors)
         desired, errors = core.prepare_desired(self._driver, pools, self._max_slice_bytes)
@@ -231,6 +242,10 @@ class Controller:
         # events; syncing on each would act on a half-updated cache (and, for a restarted
         # driver, before it has said what it wants). Waiting lets the cache settle, yet a
         # slice someone edited or deleted by hand is put right soon enough.
+        if new is not None:
+            self._mutations.observed(new)
+        elif old is not None:
+            self._mutations.observed(old, deleted=True)
         for record in (old, new):
             if record is not None:
                 self._queue.add_after(record.pool, self._sync_delay)

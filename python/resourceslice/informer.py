@@ -30,7 +30,8 @@ else:
 
 log = logging.getLogger("resourceslice")
 
-#: Called for every change the store sees: ``(old, new)``, None on the missing side.
+#: Called for every change the store sees: ``(old, new)``, None on the missing side; for a
+#: watched delete, ``old`` is the object as the delete event showed it.
 ChangeHandler = Callable[[Optional["SliceRecord"], Optional["SliceRecord"]], None]
 #: ``(exception, what was being done)``.
 ErrorHandler = Callable[[BaseException, str], None]
@@ -196,9 +197,9 @@ class SliceInformer:
         if kind == "BOOKMARK" or record is None:
             return version or resource_version
         if kind == "DELETED":
-            old = self._store.delete(record.name)
-            if old is not None:
-                self._notify(old, None)
+            # The event's object is the final state (newest resourceVersion) of the slice.
+            if self._store.delete(record.name) is not None:
+                self._notify(record, None)
         elif self._wanted(record):
             old = self._store.upsert(record)
             self._notify(old, record)

@@ -71,6 +71,23 @@ class MutationCache:
             self._written.pop(name, None)
             self._deleted[name] = _Deleted(pool, uid, self._clock.now() + self._ttl)
 
+    def observed(self, record: SliceRecord, *, deleted: bool = False) -> None:
+        """The informer delivered ``record`` (or its deletion).
+
+        An entry that version supersedes goes at once, not at the next merge: if the object
+        is deleted before then, the store forgets it and the entry alone would still claim
+        it exists, so a deleted slice would not be recreated until the TTL ran out.
+        """
+        with self._lock:
+            written = self._written.get(record.name)
+            if written is not None and _not_older(
+                record.resource_version, written.record.resource_version
+            ):
+                del self._written[record.name]
+            tomb = self._deleted.get(record.name)
+            if deleted and tomb is not None and tomb.uid == record.uid:
+                del self._deleted[record.name]
+
     def merge(self, pool: str, informer_records: Iterable[SliceRecord]) -> list[SliceRecord]:
         """The records of ``pool`` as the next sync must see them, sorted by name."""
         with self._lock:

@@ -41,3 +41,31 @@ def test_reconcile_pool_with_name_rejects_other_pools() -> None:
     assert info.value.errors == [
         'pools["b"]: only pool "a" is reconciled (reconcile_pool_with_name)'
     ]
+
+
+def test_node_owner_rejects_cluster_wide_pools() -> None:
+    node = rs.Owner(api_version="v1", kind="Node", name="node-1")
+    selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "x", "operator": "Exists"}]}]}
+    resources = rs.DriverResources(
+        {
+            "a": rs.Pool(devices=[], all_nodes=True),
+            "b": rs.Pool(devices=[], node_selector=selector),
+            "c": rs.Pool(slices=[rs.Slice(devices=[], per_device_node_selection=True)]),
+            "node-1": rs.Pool(devices=[]),
+        }
+    )
+    with pytest.raises(rs.ValidationError) as info:
+        rs.start_controller(None, driver="gpu.example.com", owner=node, resources=resources)
+    assert [e.split(":")[0] for e in info.value.errors] == [
+        'pools["a"]',
+        'pools["b"]',
+        'pools["c"]',
+    ]
+    # Reconciling one pool by name is how a Node owner publishes a cluster-wide pool.
+    rs.start_controller(
+        None,
+        driver="gpu.example.com",
+        owner=node,
+        resources=rs.DriverResources({"a": rs.Pool(devices=[], all_nodes=True)}),
+        reconcile_pool_with_name="a",
+    ).stop()

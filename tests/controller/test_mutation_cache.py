@@ -90,3 +90,25 @@ def test_store_after_delete_and_delete_after_store(cache: MutationCache) -> None
     assert merge(cache, "p", Rec("s1", "p", "8")) == [Rec("s1", "p", "9")]
     cache.deleted("p", "s1", "uid-s1")
     assert merge(cache, "p") == []
+
+
+def test_observed_version_supersedes_at_once(cache: MutationCache) -> None:
+    cache.stored(Rec("s1", "p", "10"))  # type: ignore[arg-type]
+    cache.observed(Rec("s1", "p", "9"))  # type: ignore[arg-type]
+    assert merge(cache, "p") == [Rec("s1", "p", "10")]
+    cache.observed(Rec("s1", "p", "10"))  # type: ignore[arg-type]
+    # The informer had it, then lost it (deleted by someone): the cache must not revive it.
+    assert merge(cache, "p") == []
+
+
+def test_observed_delete_newer_than_our_write(cache: MutationCache) -> None:
+    cache.stored(Rec("s1", "p", "10"))  # type: ignore[arg-type]
+    cache.observed(Rec("s1", "p", "12"), deleted=True)  # type: ignore[arg-type]
+    assert merge(cache, "p") == []
+    assert cache.expires_in("p") is None
+
+
+def test_observed_delete_confirms_our_delete(cache: MutationCache) -> None:
+    cache.deleted("p", "s1", "uid-s1")
+    cache.observed(Rec("s1", "p", "12"), deleted=True)  # type: ignore[arg-type]
+    assert cache.expires_in("p") is None
