@@ -32,7 +32,7 @@ class RequestCounter:
                 self._requests.append((method.upper(), urlsplit(url).path))
             return send(method, url, *args, **kwargs)
 
-        pool_manager.request = counting_request
+        pool_manager.request = counting_request  # type: ignore[method-assign]
 
     def requests(self) -> list[tuple[str, str]]:
         """``(method, path)`` of every request so far, in order."""
