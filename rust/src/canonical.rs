@@ -1,34 +1,159 @@
 //! Canonical JSON (docs/core.md §1): the device and slice-header forms, and semantic equality.
 //!
-//! `serde_json`'s `Map` is a `BTreeMap` here (no `preserve_order`), so serialising a `Value`
-//! already sorts keys by UTF-8 bytes, writes no whitespace and escapes exactly what Python's
-//! `json.dumps(ensure_ascii=False)` escapes.
+//! One writer serves both trees it meets: `serde_json::Value` (stored objects) and the
+//! validator's `Input` (desired data), through the `Tree` trait. Members come out sorted by
+//! UTF-8 bytes (both trees keep them so), empties are skipped while writing instead of in a
+//! separate pass, and strings are escaped by `serde_json`, which escapes exactly what
+//! Python's `json.dumps(ensure_ascii=False)` escapes.
 use serde_json::{Map, Value};
 
 use crate::quantity;
 
-/// Drops `null` members, empty lists and empty objects, recursively (absent == empty).
-pub fn prune(v: Value) -> Option<Value> {
-    match v {
-        Value::Null => None,
-        Value::Array(items) => {
-            let items: Vec<Value> = items.into_iter().filter_map(prune).collect();
-            (!items.is_empty()).then_some(Value::Array(items))
+/// What the writer needs to know of one node.
+pub enum View<'a, T> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(&'a str),
+    List(&'a [T]),
+    /// An object: read its members with `Tree::for_each_member`.
+    Map,
+}
+
+/// A JSON-shaped tree whose objects iterate in sorted key order.
+pub trait Tree: Sized {
+    fn view(&self) -> View<'_, Self>;
+    fn for_each_member<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a Self));
+    fn member(&self, key: &str) -> Option<&Self>;
+    fn items(&self) -> &[Self] {
+        match self.view() {
+            View::List(items) => items,
+            _ => &[],
         }
-        Value::Object(map) => {
-            let map: Map<String, Value> = map
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, prune(v)?)))
-                .collect();
-            (!map.is_empty()).then_some(Value::Object(map))
-        }
-        other => Some(other),
     }
 }
 
-/// The canonical JSON text of an already pruned value.
-pub fn to_json(v: &Value) -> String {
-    serde_json::to_string(v).expect("a Value with string keys always serialises")
+impl Tree for Value {
+    fn view(&self) -> View<'_, Self> {
+        match self {
+            Value::Null => View::Null,
+            Value::Bool(b) => View::Bool(*b),
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => View::Int(i),
+                (None, Some(u)) => View::UInt(u),
+                _ => View::Float(n.as_f64().unwrap_or_default()),
+            },
+            Value::String(s) => View::Str(s),
+            Value::Array(items) => View::List(items),
+            Value::Object(_) => View::Map,
+        }
+    }
+    fn for_each_member<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a Self)) {
+        if let Value::Object(map) = self {
+            map.iter().for_each(|(k, v)| f(k, v));
+        }
+    }
+    fn member(&self, key: &str) -> Option<&Self> {
+        self.get(key)
+    }
+}
+
+/// Nodes written differently from what the tree holds, by address: `Some(text)` writes the
+/// string `text`, `None` leaves the member out. Substituting while writing spares a mutable
+/// copy of every device just to canonicalise two quantities.
+pub type Substitutions<T> = Vec<(*const T, Option<String>)>;
+
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
+}
+
+/// Appends the canonical JSON of `v`; false (nothing appended) when it prunes to nothing.
+pub fn write<T: Tree>(v: &T, subs: &Substitutions<T>, out: &mut Vec<u8>) -> bool {
+    use std::io::Write as _;
+    if !subs.is_empty() {
+        if let Some((_, sub)) = subs.iter().find(|(p, _)| std::ptr::eq(*p, v)) {
+            let Some(s) = sub else { return false };
+            write_str(s, out);
+            return true;
+        }
+    }
+    let start = out.len();
+    let mut any = false;
+    let mut member = |out: &mut Vec<u8>, key: Option<&str>, item: &T| {
+        let mark = out.len();
+        if any {
+            out.push(b',');
+        }
+        if let Some(k) = key {
+            write_str(k, out);
+            out.push(b':');
+        }
+        if write(item, subs, out) {
+            any = true;
+        } else {
+            out.truncate(mark);
+        }
+    };
+    match v.view() {
+        View::Null => return false,
+        View::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        View::Int(i) => write!(out, "{i}").expect("writing to a Vec cannot fail"),
+        View::UInt(u) => write!(out, "{u}").expect("writing to a Vec cannot fail"),
+        View::Float(f) => {
+            serde_json::to_writer(&mut *out, &f).expect("writing to a Vec cannot fail")
+        }
+        View::Str(s) => write_str(s, out),
+        View::List(items) => {
+            out.push(b'[');
+            items.iter().for_each(|item| member(out, None, item));
+            out.push(b']');
+        }
+        View::Map => {
+            out.push(b'{');
+            v.for_each_member(&mut |k, item| member(out, Some(k), item));
+            out.push(b'}');
+        }
+    }
+    if matches!(v.view(), View::List(_) | View::Map) && !any {
+        out.truncate(start);
+        return false;
+    }
+    true
+}
+
+/// Canonical JSON text of `v` with `subs` (`null` when nothing is left of it).
+pub fn to_json_with<T: Tree>(v: &T, subs: &Substitutions<T>) -> String {
+    let mut out = Vec::with_capacity(512);
+    if !write(v, subs, &mut out) {
+        out.extend_from_slice(b"null");
+    }
+    String::from_utf8(out).expect("JSON written from str is UTF-8")
+}
+
+/// Canonical JSON text of `v`.
+pub fn to_json<T: Tree>(v: &T) -> String {
+    to_json_with(v, &Vec::new())
+}
+
+/// Drops `null` members, empty lists and empty objects, recursively (absent == empty).
+pub fn prune(mut v: Value) -> Option<Value> {
+    fn keep(v: &mut Value) -> bool {
+        match v {
+            Value::Null => false,
+            Value::Array(items) => {
+                items.retain_mut(keep);
+                !items.is_empty()
+            }
+            Value::Object(map) => {
+                map.retain(|_, v| keep(v));
+                !map.is_empty()
+            }
+            _ => true,
+        }
+    }
+    keep(&mut v).then_some(v)
 }
 
 /// The node selection members of a slice spec; the API allows one of them.
@@ -79,74 +204,96 @@ impl Header<'_> {
     }
 }
 
-/// Calls `f` on every quantity of a device (the paths of docs/core.md §1), with its path
-/// relative to the device.
-pub fn device_quantities_mut(
-    device: &mut Map<String, Value>,
-    f: &mut dyn FnMut(&mut Value, &dyn Fn() -> String),
-) {
-    if let Some(Value::Object(capacity)) = device.get_mut("capacity") {
-        for (name, cap) in capacity.iter_mut() {
-            let Value::Object(cap) = cap else { continue };
-            let base = || format!("capacity[{}]", quote(name));
-            if let Some(v) = cap.get_mut("value") {
-                f(v, &|| format!("{}.value", base()));
+/// Calls `f` on every quantity of a device (the paths of docs/core.md §1).
+pub fn device_quantities<'a, T: Tree>(device: &'a T, f: &mut dyn FnMut(&'a T)) {
+    if let Some(capacity) = device.member("capacity") {
+        capacity.for_each_member(&mut |_, cap| {
+            if let Some(v) = cap.member("value") {
+                f(v);
             }
-            let Some(Value::Object(policy)) = cap.get_mut("requestPolicy") else {
-                continue;
+            let Some(policy) = cap.member("requestPolicy") else {
+                return;
             };
-            if let Some(v) = policy.get_mut("default") {
-                f(v, &|| format!("{}.requestPolicy.default", base()));
+            if let Some(v) = policy.member("default") {
+                f(v);
             }
-            if let Some(Value::Array(values)) = policy.get_mut("validValues") {
-                for (i, v) in values.iter_mut().enumerate() {
-                    f(v, &|| format!("{}.requestPolicy.validValues[{i}]", base()));
-                }
+            if let Some(values) = policy.member("validValues") {
+                values.items().iter().for_each(&mut *f);
             }
-            if let Some(Value::Object(range)) = policy.get_mut("validRange") {
-                for (key, v) in range.iter_mut() {
-                    if matches!(key.as_str(), "min" | "max" | "step") {
-                        f(v, &|| format!("{}.requestPolicy.validRange.{key}", base()));
+            if let Some(range) = policy.member("validRange") {
+                range.for_each_member(&mut |key, v| {
+                    if matches!(key, "min" | "max" | "step") {
+                        f(v);
                     }
-                }
+                });
             }
-        }
+        });
     }
-    if let Some(Value::Array(consumes)) = device.get_mut("consumesCounters") {
-        for (i, c) in consumes.iter_mut().enumerate() {
-            counters_quantities_mut(c, &|| format!("consumesCounters[{i}]"), f);
+    if let Some(consumes) = device.member("consumesCounters") {
+        for set in consumes.items() {
+            counter_quantities(set, f);
         }
     }
 }
 
 /// Quantities of a counter set (`{"counters": {name: {"value": q}}}`).
-pub fn counters_quantities_mut(
-    set: &mut Value,
-    base: &dyn Fn() -> String,
-    f: &mut dyn FnMut(&mut Value, &dyn Fn() -> String),
-) {
-    let Some(Value::Object(counters)) = set.get_mut("counters") else {
+pub fn counter_quantities<'a, T: Tree>(set: &'a T, f: &mut dyn FnMut(&'a T)) {
+    let Some(counters) = set.member("counters") else {
         return;
     };
-    for (name, counter) in counters.iter_mut() {
-        if let Some(v) = counter.get_mut("value") {
-            f(v, &|| format!("{}.counters[{}].value", base(), quote(name)));
+    counters.for_each_member(&mut |_, counter| {
+        if let Some(v) = counter.member("value") {
+            f(v);
+        }
+    });
+}
+
+/// Quantities of a slice header or slice: `sharedCounters[*].counters.*.value`.
+pub fn header_quantities<'a, T: Tree>(header: &'a T, f: &mut dyn FnMut(&'a T)) {
+    if let Some(sets) = header.member("sharedCounters") {
+        for set in sets.items() {
+            counter_quantities(set, f);
         }
     }
 }
 
-/// Quantities of a slice header: `sharedCounters[*].counters.*.value`.
-fn header_quantities_mut(header: &mut Value, f: &mut dyn FnMut(&mut Value, &dyn Fn() -> String)) {
-    if let Some(Value::Array(sets)) = header.get_mut("sharedCounters") {
-        for (i, set) in sets.iter_mut().enumerate() {
-            counters_quantities_mut(set, &|| format!("sharedCounters[{i}]"), f);
+/// How a quantity node is written: `rewrite` maps its string (an int as its decimal string).
+pub fn quantity_sub<T: Tree>(
+    subs: &mut Substitutions<T>,
+    v: &T,
+    rewrite: fn(&str) -> Option<String>,
+) {
+    let new = match v.view() {
+        View::Str(s) => rewrite(s).filter(|n| n != s),
+        View::Int(i) => rewrite(&i.to_string()),
+        _ => None,
+    };
+    if new.is_some() {
+        subs.push((v, new));
+    }
+}
+
+/// Substitutions that canonicalise a device: quantities, and taint times in UTC.
+pub fn device_subs<T: Tree>(device: &T, rewrite: fn(&str) -> Option<String>) -> Substitutions<T> {
+    let mut subs = Vec::new();
+    device_quantities(device, &mut |v| quantity_sub(&mut subs, v, rewrite));
+    if let Some(taints) = device.member("taints") {
+        for time in taints.items().iter().filter_map(|t| t.member("timeAdded")) {
+            if let View::Str(s) = time.view() {
+                if let Some(n) = normalise_time(s).filter(|n| n != s) {
+                    subs.push((time, Some(n)));
+                }
+            }
         }
     }
+    subs
 }
 
 /// A map key in error paths: `["x/y"]`, as Python's `json.dumps` quotes it.
 pub fn quote(key: &str) -> String {
-    to_json(&Value::String(key.to_owned()))
+    let mut out = Vec::with_capacity(key.len() + 2);
+    write_str(key, &mut out);
+    String::from_utf8(out).expect("JSON written from str is UTF-8")
 }
 
 /// RFC 3339 (`Z` or `±HH:MM`, optional fraction) to `YYYY-MM-DDTHH:MM:SSZ` in UTC.
@@ -272,43 +419,32 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     )
 }
 
-/// Canonical form of a device read from the apiserver: quantities and taint times that parse
-/// are rewritten (the server already stores them canonically; this keeps both sides alike).
-pub fn stored_device(device: Value) -> Option<Value> {
-    let mut device = prune(device)?;
-    if let Value::Object(map) = &mut device {
-        device_quantities_mut(map, &mut |v, _| {
-            if let Some(c) = v.as_str().and_then(quantity::canonical) {
-                *v = Value::String(c);
-            }
-        });
-        if let Some(Value::Array(taints)) = map.get_mut("taints") {
-            for taint in taints {
-                if let Some(t) = taint.get_mut("timeAdded") {
-                    if let Some(n) = t.as_str().and_then(normalise_time) {
-                        *t = Value::String(n);
-                    }
-                }
-            }
-        }
-    }
-    Some(device)
+/// A device read from the apiserver as `(name, canonical JSON)`; None when it is empty.
+/// Quantities and times that parse are rewritten (the server stores them canonically
+/// already; this keeps both sides alike).
+pub fn stored_device(device: &Value) -> Option<(String, String)> {
+    let subs = device_subs(device, quantity::canonical);
+    let name = device
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mut out = Vec::with_capacity(512);
+    write(device, &subs, &mut out).then(|| {
+        (
+            name,
+            String::from_utf8(out).expect("JSON written from str is UTF-8"),
+        )
+    })
 }
 
-/// Canonical form of a stored slice header (its `sharedCounters` quantities).
-pub fn stored_header(mut header: Value) -> Value {
-    header_quantities_mut(&mut header, &mut |v, _| {
-        if let Some(c) = v.as_str().and_then(quantity::canonical) {
-            *v = Value::String(c);
-        }
+/// Canonical JSON of a stored slice header (its `sharedCounters` quantities).
+pub fn stored_header(header: &Value) -> String {
+    let mut subs = Vec::new();
+    header_quantities(header, &mut |v| {
+        quantity_sub(&mut subs, v, quantity::canonical)
     });
-    header
-}
-
-fn to_value_keys(v: &mut Value, _: &dyn Fn() -> String) {
-    if let Some(k) = v.as_str().and_then(quantity::value_key) {
-        *v = Value::String(k);
-    }
+    to_json_with(header, &subs)
 }
 
 fn parse(json: &str) -> Value {
@@ -320,24 +456,21 @@ pub fn device_eq(desired: &str, stored: &str) -> bool {
     if desired == stored {
         return true;
     }
-    let (mut d, mut s) = (parse(desired), parse(stored));
-    for v in [&mut d, &mut s] {
-        if let Value::Object(map) = v {
-            device_quantities_mut(map, &mut to_value_keys);
-        }
-    }
+    let (d, s) = (parse(desired), parse(stored));
+    let mut s_subs = device_subs(&s, quantity::value_key);
     // The server fills in a taint's time: a desired taint without one accepts any.
-    if let (Some(Value::Array(dt)), Some(Value::Array(st))) = (d.get("taints"), s.get_mut("taints"))
-    {
-        for (dtaint, staint) in dt.iter().zip(st.iter_mut()) {
-            if dtaint.get("timeAdded").is_none() {
-                if let Value::Object(staint) = staint {
-                    staint.remove("timeAdded");
-                }
+    let (dt, st) = (
+        d.member("taints").map(Tree::items),
+        s.member("taints").map(Tree::items),
+    );
+    for (dtaint, staint) in dt.unwrap_or_default().iter().zip(st.unwrap_or_default()) {
+        if dtaint.get("timeAdded").is_none() {
+            if let Some(time) = staint.get("timeAdded") {
+                s_subs.push((time, None));
             }
         }
     }
-    d == s
+    to_json_with(&d, &device_subs(&d, quantity::value_key)) == to_json_with(&s, &s_subs)
 }
 
 /// Semantic equality of two slice headers as canonical JSON (counters by value).
@@ -345,10 +478,13 @@ pub fn header_eq(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
-    let (mut a, mut b) = (parse(a), parse(b));
-    header_quantities_mut(&mut a, &mut to_value_keys);
-    header_quantities_mut(&mut b, &mut to_value_keys);
-    a == b
+    let by_value = |json: &str| {
+        let v = parse(json);
+        let mut subs = Vec::new();
+        header_quantities(&v, &mut |q| quantity_sub(&mut subs, q, quantity::value_key));
+        to_json_with(&v, &subs)
+    };
+    by_value(a) == by_value(b)
 }
 
 #[cfg(test)]
@@ -359,10 +495,7 @@ mod tests {
     #[test]
     fn prune_drops_empty_recursively() {
         let v = json!({"a": null, "b": [], "c": {"d": {}}, "e": false, "f": 0, "g": "", "h": [{"x": null}, 1]});
-        assert_eq!(
-            to_json(&prune(v).unwrap()),
-            r#"{"e":false,"f":0,"g":"","h":[1]}"#
-        );
+        assert_eq!(to_json(&v), r#"{"e":false,"f":0,"g":"","h":[1]}"#);
     }
 
     #[test]

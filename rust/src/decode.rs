@@ -101,17 +101,11 @@ pub fn record(obj: Value) -> Result<Record, String> {
         device_names.reserve(list.len());
         devices.reserve(list.len());
         for device in list {
-            let Some(device) = canonical::stored_device(device) else {
+            let Some((name, json)) = canonical::stored_device(&device) else {
                 continue;
             };
-            device_names.push(
-                device
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-            );
-            devices.push(canonical::to_json(&device));
+            device_names.push(name);
+            devices.push(json);
         }
     }
     let labels = meta.remove("labels");
@@ -139,7 +133,7 @@ pub fn record(obj: Value) -> Result<Record, String> {
         node_name,
         device_names,
         devices,
-        header: canonical::to_json(&canonical::stored_header(h)),
+        header: canonical::stored_header(&h),
         labels: labels.and_then(canonical::prune),
         annotations: annotations.and_then(canonical::prune),
     })

@@ -15,12 +15,13 @@ pub mod validate;
 use decode::{Event, Record};
 use validate::Input;
 
-/// Copies Python plain data into an `Input` tree (dict entries sorted by key).
-fn to_input(obj: &Bound<'_, PyAny>) -> Input {
+/// Views Python plain data as an `Input` tree (dict entries sorted by key). Strings are
+/// borrowed, not copied: see `utf8`.
+fn to_input<'py>(obj: &Bound<'py, PyAny>) -> Input<'py> {
     if obj.is_none() {
         Input::Null
     } else if let Ok(s) = obj.cast::<PyString>() {
-        utf8(s).map_or(Input::BadStr, |s| Input::Str(s.to_owned()))
+        utf8(s).map_or(Input::BadStr, Input::Str)
     } else if let Ok(b) = obj.cast::<PyBool>() {
         Input::Bool(b.is_true())
     } else if let Ok(i) = obj.cast::<PyInt>() {
@@ -28,8 +29,8 @@ fn to_input(obj: &Bound<'_, PyAny>) -> Input {
     } else if obj.cast::<PyFloat>().is_ok() {
         Input::Float
     } else if let Ok(d) = obj.cast::<PyDict>() {
-        let mut entries: Vec<(String, Input)> = d.iter().map(|(k, v)| entry(&k, &v)).collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut entries: Vec<(&str, Input<'_>)> = d.iter().map(|(k, v)| entry(&k, &v)).collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         Input::Dict(entries)
     } else if let Ok(l) = obj.cast::<PyList>() {
         Input::List(l.iter().map(|x| to_input(&x)).collect())
@@ -40,13 +41,10 @@ fn to_input(obj: &Bound<'_, PyAny>) -> Input {
     }
 }
 
-fn entry(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> (String, Input) {
+fn entry<'py>(key: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> (&'py str, Input<'py>) {
     match key.cast::<PyString>().ok().and_then(|k| utf8(k)) {
-        Some(k) => (k.to_owned(), to_input(value)),
-        None => (
-            key.str().map_or_else(|_| String::new(), |s| s.to_string()),
-            Input::Other(format!("{} key", type_name(key))),
-        ),
+        Some(k) => (k, to_input(value)),
+        None => ("", Input::Other(format!("{} key", type_name(key)))),
     }
 }
 
@@ -60,9 +58,14 @@ unsafe extern "C" {
 
 /// The UTF-8 of a str without the temporary bytes object that abi3-py39's `to_cow` makes
 /// (the hot path reads tens of strings per device). None for lone surrogates.
-fn utf8<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
+///
+/// The result outlives the `Bound` handle: it lives as long as the str object, which the
+/// containers the caller passed keep alive for the whole call. That holds because the GIL is
+/// kept (no `detach`) and no Python code runs while the tree is in use, so nothing can drop
+/// or mutate those containers meanwhile.
+fn utf8<'py>(s: &Bound<'py, PyString>) -> Option<&'py str> {
     let mut size: pyo3::ffi::Py_ssize_t = 0;
-    // SAFETY: `s` is a live str; the returned buffer is cached in it and lives as long as it.
+    // SAFETY: `s` is a live str; the UTF-8 buffer is cached in it and lives as long as it.
     let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
     if data.is_null() {
         let _ = PyErr::take(s.py());
@@ -205,14 +208,19 @@ fn prepare_desired(
     pools: &Bound<'_, PyAny>,
     max_slice_bytes: usize,
 ) -> PyResult<(Option<Py<PyDesired>>, Vec<String>)> {
-    let driver = to_input(driver);
-    let mut entries = Vec::new();
-    for item in pools.call_method0("items")?.try_iter()? {
-        let (name, pool): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+    // The item tuples keep each pool alive even for a Mapping that builds them on the fly.
+    let items: Vec<Bound<'_, PyAny>> = pools
+        .call_method0("items")?
+        .try_iter()?
+        .collect::<PyResult<_>>()?;
+    let mut entries = Vec::with_capacity(items.len());
+    for item in &items {
+        let (name, pool): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         entries.push(entry(&name, &pool));
     }
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    match py.detach(|| validate::prepare_desired(&driver, &entries, max_slice_bytes)) {
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    // Not detached: the tree borrows strings from the Python objects (see `utf8`).
+    match validate::prepare_desired(&to_input(driver), &entries, max_slice_bytes) {
         Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Vec::new())),
         Err(errors) => Ok((None, errors)),
     }

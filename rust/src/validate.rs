@@ -6,24 +6,25 @@
 //! only once it is known to be valid.
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::{canonical, quantity};
+use crate::canonical::{self, Tree, View};
+use crate::quantity;
 
 /// Plain data as Python handed it over. Dict entries are sorted by key.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Input {
+pub enum Input<'a> {
     Null,
     Bool(bool),
     Int(i64),
     /// An int outside int64.
     BigInt,
     Float,
-    Str(String),
+    Str(&'a str),
     /// A str that does not encode as UTF-8 (lone surrogates).
     BadStr,
-    List(Vec<Input>),
-    Dict(Vec<(String, Input)>),
+    List(Vec<Input<'a>>),
+    Dict(Vec<(&'a str, Input<'a>)>),
     /// Any other type, by its Python type name.
     Other(String),
 }
@@ -140,10 +141,10 @@ impl<'a> Errors<'a> {
     }
 }
 
-fn get<'i>(entries: &'i [(String, Input)], key: &str) -> Option<&'i Input> {
+fn get<'i, 'a>(entries: &'i [(&'a str, Input<'a>)], key: &str) -> Option<&'i Input<'a>> {
     entries
         .iter()
-        .find(|(k, _)| k == key)
+        .find(|(k, _)| *k == key)
         .map(|(_, v)| v)
         .filter(|v| !matches!(v, Input::Null))
 }
@@ -240,7 +241,7 @@ fn check_device_id(e: &mut Errors<'_>, name: &str) {
     }
 }
 
-fn check_str<'i>(e: &mut Errors<'_>, v: &'i Input) -> Option<&'i str> {
+fn check_str<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i str> {
     match v {
         Input::Str(s) => Some(s),
         Input::BadStr => {
@@ -254,7 +255,7 @@ fn check_str<'i>(e: &mut Errors<'_>, v: &'i Input) -> Option<&'i str> {
     }
 }
 
-fn check_bool(e: &mut Errors<'_>, v: &Input) -> Option<bool> {
+fn check_bool(e: &mut Errors<'_>, v: &Input<'_>) -> Option<bool> {
     match v {
         Input::Bool(b) => Some(*b),
         _ => {
@@ -264,7 +265,7 @@ fn check_bool(e: &mut Errors<'_>, v: &Input) -> Option<bool> {
     }
 }
 
-fn check_int(e: &mut Errors<'_>, v: &Input) -> Option<i64> {
+fn check_int(e: &mut Errors<'_>, v: &Input<'_>) -> Option<i64> {
     match v {
         Input::Int(i) => Some(*i),
         Input::BigInt => {
@@ -282,7 +283,7 @@ fn check_int(e: &mut Errors<'_>, v: &Input) -> Option<i64> {
     }
 }
 
-fn check_dict<'i>(e: &mut Errors<'_>, v: &'i Input) -> Option<&'i [(String, Input)]> {
+fn check_dict<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i [(&'i str, Input<'i>)]> {
     match v {
         Input::Dict(d) => Some(d),
         _ => {
@@ -292,7 +293,7 @@ fn check_dict<'i>(e: &mut Errors<'_>, v: &'i Input) -> Option<&'i [(String, Inpu
     }
 }
 
-fn check_list<'i>(e: &mut Errors<'_>, v: &'i Input) -> Option<&'i [Input]> {
+fn check_list<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i [Input<'i>]> {
     match v {
         Input::List(l) => Some(l),
         _ => {
@@ -303,7 +304,7 @@ fn check_list<'i>(e: &mut Errors<'_>, v: &'i Input) -> Option<&'i [Input]> {
 }
 
 /// The generic rules, for members passed through as they are.
-fn check_generic<'i>(e: &mut Errors<'i>, v: &'i Input) {
+fn check_generic<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
     match v {
         Input::Null | Input::Bool(_) | Input::Int(_) | Input::Str(_) => {}
         Input::BigInt | Input::Float => {
@@ -324,7 +325,7 @@ fn check_generic<'i>(e: &mut Errors<'i>, v: &'i Input) {
     }
 }
 
-fn check_quantity(e: &mut Errors<'_>, v: &Input) {
+fn check_quantity(e: &mut Errors<'_>, v: &Input<'_>) {
     match v {
         Input::Int(_) => {}
         Input::Str(s) => {
@@ -346,7 +347,7 @@ fn check_max<T>(e: &mut Errors<'_>, items: &[T], max: usize, what: &str) {
 
 fn check_string_list<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input,
+    v: &'i Input<'i>,
     max: usize,
     what: &str,
     each: impl Fn(&mut Errors<'i>, &str),
@@ -381,17 +382,17 @@ const ATTRIBUTE_TYPES: [&str; 8] = [
     "bool", "bools", "int", "ints", "string", "strings", "version", "versions",
 ];
 
-fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input) -> bool {
+fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> bool {
     let Some(entries) = check_dict(e, v) else {
         return false;
     };
-    let present: Vec<&(String, Input)> = entries
+    let present: Vec<&(&str, Input<'_>)> = entries
         .iter()
         .filter(|(_, v)| !matches!(v, Input::Null))
         .collect();
     let typed = present
         .iter()
-        .filter(|(k, _)| ATTRIBUTE_TYPES.contains(&k.as_str()))
+        .filter(|(k, _)| ATTRIBUTE_TYPES.contains(k))
         .count();
     if typed != 1 {
         e.report(
@@ -400,7 +401,7 @@ fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input) -> bool {
     }
     let mut list = false;
     for (k, item) in present {
-        e.at(Seg::Field(k), |e| match k.as_str() {
+        e.at(Seg::Field(k), |e| match *k {
             "bool" => {
                 check_bool(e, item);
             }
@@ -423,7 +424,7 @@ fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input) -> bool {
                     return;
                 };
                 for (i, x) in items.iter().enumerate() {
-                    e.at(Seg::Index(i), |e| match k.as_str() {
+                    e.at(Seg::Index(i), |e| match *k {
                         "bools" => {
                             check_bool(e, x);
                         }
@@ -449,7 +450,7 @@ fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input) -> bool {
     list
 }
 
-fn check_capacity<'i>(e: &mut Errors<'i>, v: &'i Input) {
+fn check_capacity<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
     let Some(entries) = check_dict(e, v) else {
         return;
     };
@@ -457,7 +458,7 @@ fn check_capacity<'i>(e: &mut Errors<'i>, v: &'i Input) {
         e.report("value is required");
     }
     for (k, item) in entries {
-        e.at(Seg::Field(k), |e| match k.as_str() {
+        e.at(Seg::Field(k), |e| match *k {
             "value" => check_quantity(e, item),
             "requestPolicy" => check_request_policy(e, item),
             _ => check_generic(e, item),
@@ -465,12 +466,12 @@ fn check_capacity<'i>(e: &mut Errors<'i>, v: &'i Input) {
     }
 }
 
-fn check_request_policy<'i>(e: &mut Errors<'i>, v: &'i Input) {
+fn check_request_policy<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
     let Some(entries) = check_dict(e, v) else {
         return;
     };
     for (k, item) in entries {
-        e.at(Seg::Field(k), |e| match k.as_str() {
+        e.at(Seg::Field(k), |e| match *k {
             "default" => check_quantity(e, item),
             "validValues" => {
                 if let Some(items) = check_list(e, item) {
@@ -482,7 +483,7 @@ fn check_request_policy<'i>(e: &mut Errors<'i>, v: &'i Input) {
             "validRange" => {
                 if let Some(range) = check_dict(e, item) {
                     for (rk, x) in range {
-                        e.at(Seg::Field(rk), |e| match rk.as_str() {
+                        e.at(Seg::Field(rk), |e| match *rk {
                             "min" | "max" | "step" => check_quantity(e, x),
                             _ => check_generic(e, x),
                         });
@@ -495,7 +496,7 @@ fn check_request_policy<'i>(e: &mut Errors<'i>, v: &'i Input) {
 }
 
 /// `{name: {"value": quantity}}`, at most 32.
-fn check_counters<'i>(e: &mut Errors<'i>, v: &'i Input) -> Vec<&'i str> {
+fn check_counters<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> Vec<&'i str> {
     let Some(entries) = check_dict(e, v) else {
         return Vec::new();
     };
@@ -511,7 +512,7 @@ fn check_counters<'i>(e: &mut Errors<'i>, v: &'i Input) -> Vec<&'i str> {
             }
             for (k, x) in c {
                 e.at(Seg::Field(k), |e| {
-                    if k == "value" {
+                    if *k == "value" {
                         check_quantity(e, x)
                     } else {
                         check_generic(e, x)
@@ -520,13 +521,13 @@ fn check_counters<'i>(e: &mut Errors<'i>, v: &'i Input) -> Vec<&'i str> {
             }
         });
     }
-    entries.iter().map(|(k, _)| k.as_str()).collect()
+    entries.iter().map(|(k, _)| *k).collect()
 }
 
 /// The counter sets a slice shares: name -> counter names.
 type CounterSets<'i> = HashMap<&'i str, HashSet<&'i str>>;
 
-fn check_taint<'i>(e: &mut Errors<'i>, v: &'i Input) {
+fn check_taint<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
     let Some(entries) = check_dict(e, v) else {
         return;
     };
@@ -537,7 +538,7 @@ fn check_taint<'i>(e: &mut Errors<'i>, v: &'i Input) {
         e.report("effect is required");
     }
     for (k, item) in entries {
-        e.at(Seg::Field(k), |e| match k.as_str() {
+        e.at(Seg::Field(k), |e| match *k {
             "key" => {
                 if let Some(s) = check_str(e, item) {
                     if !is_qualified_name(s) {
@@ -578,7 +579,7 @@ struct DeviceContext<'c, 'i> {
 }
 
 /// Checks one device; true when it uses advanced features.
-fn check_device<'i>(e: &mut Errors<'i>, v: &'i Input, ctx: &DeviceContext<'_, 'i>) -> bool {
+fn check_device<'i>(e: &mut Errors<'i>, v: &'i Input<'i>, ctx: &DeviceContext<'_, 'i>) -> bool {
     let Some(entries) = check_dict(e, v) else {
         return false;
     };
@@ -611,7 +612,7 @@ fn check_device<'i>(e: &mut Errors<'i>, v: &'i Input, ctx: &DeviceContext<'_, 'i
         if matches!(item, Input::Null) {
             continue;
         }
-        e.at(Seg::Field(k), |e| match k.as_str() {
+        e.at(Seg::Field(k), |e| match *k {
             "name" => {
                 if let Some(s) = check_str(e, item) {
                     if !is_dns_label(s) {
@@ -694,7 +695,7 @@ fn check_device<'i>(e: &mut Errors<'i>, v: &'i Input, ctx: &DeviceContext<'_, 'i
 
 fn check_consumption<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input,
+    v: &'i Input<'i>,
     sets: &CounterSets<'i>,
     seen: &mut HashSet<&'i str>,
 ) {
@@ -721,11 +722,11 @@ fn check_consumption<'i>(
         }
     }
     for (k, item) in entries {
-        if k == "counterSet" {
+        if *k == "counterSet" {
             continue;
         }
         e.at(Seg::Field(k), |e| {
-            if k != "counters" {
+            if *k != "counters" {
                 return check_generic(e, item);
             }
             let names = check_counters(e, item);
@@ -749,43 +750,18 @@ fn check_consumption<'i>(
 /// A device that passed its checks, as canonical JSON; None (with an error) when too large.
 fn device_entry(
     e: &mut Errors<'_>,
-    v: &Input,
+    v: &Input<'_>,
     advanced: bool,
     max_slice_bytes: usize,
 ) -> Option<DeviceEntry> {
-    let mut value = canonical::prune(to_value(v)).unwrap_or_else(|| Value::Object(Map::new()));
-    let Value::Object(map) = &mut value else {
-        return None;
+    let subs = canonical::device_subs(v, quantity::canonical);
+    let taints = v.member("taints").map(Tree::items).unwrap_or_default();
+    let untimed_taints = taints.iter().any(|t| t.member("timeAdded").is_none());
+    let name = match v.member("name") {
+        Some(Input::Str(s)) => (*s).to_owned(),
+        _ => String::new(),
     };
-    canonical::device_quantities_mut(map, &mut |q, _| {
-        let s = match q {
-            Value::Number(n) => n.to_string(),
-            Value::String(s) => std::mem::take(s),
-            _ => return,
-        };
-        *q = Value::String(quantity::canonical(&s).expect("checked quantity"));
-    });
-    let mut untimed_taints = false;
-    if let Some(Value::Array(taints)) = map.get_mut("taints") {
-        for t in taints {
-            match t.get_mut("timeAdded") {
-                Some(time) => {
-                    let normal = time
-                        .as_str()
-                        .and_then(canonical::normalise_time)
-                        .expect("checked time");
-                    *time = Value::String(normal);
-                }
-                None => untimed_taints = true,
-            }
-        }
-    }
-    let name = map
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let json = canonical::to_json(&value);
+    let json = canonical::to_json_with(v, &subs);
     if json.len() > max_slice_bytes.saturating_sub(SLICE_OVERHEAD) {
         e.report("device too large");
         return None;
@@ -798,30 +774,50 @@ fn device_entry(
     })
 }
 
-/// Input (already checked) -> JSON value.
-fn to_value(v: &Input) -> Value {
-    match v {
-        Input::Null => Value::Null,
-        Input::Bool(b) => Value::Bool(*b),
-        Input::Int(i) => Value::from(*i),
-        Input::Str(s) => Value::String(s.clone()),
-        Input::List(items) => Value::Array(items.iter().map(to_value).collect()),
-        Input::Dict(entries) => Value::Object(
-            entries
-                .iter()
-                .map(|(k, v)| (k.clone(), to_value(v)))
-                .collect(),
-        ),
-        Input::BigInt | Input::Float | Input::BadStr | Input::Other(_) => {
-            unreachable!("rejected by the checks")
+impl Tree for Input<'_> {
+    fn view(&self) -> View<'_, Self> {
+        match self {
+            Input::Bool(b) => View::Bool(*b),
+            Input::Int(i) => View::Int(*i),
+            Input::Str(s) => View::Str(s),
+            Input::List(items) => View::List(items),
+            Input::Dict(_) => View::Map,
+            // Reported as errors; nothing is written from an invalid state.
+            Input::Null | Input::BigInt | Input::Float | Input::BadStr | Input::Other(_) => {
+                View::Null
+            }
         }
     }
+    fn for_each_member<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a Self)) {
+        if let Input::Dict(entries) = self {
+            entries.iter().for_each(|(k, v)| f(k, v));
+        }
+    }
+    fn member(&self, key: &str) -> Option<&Self> {
+        match self {
+            Input::Dict(entries) => get(entries, key),
+            _ => None,
+        }
+    }
+}
+
+/// A checked subtree as a pruned JSON value, its quantities (`quantities`) canonical.
+/// Walks the quantities of a subtree.
+type QuantityWalk<'a> = dyn Fn(&'a Input<'a>, &mut dyn FnMut(&'a Input<'a>));
+
+fn to_value<'a>(v: &'a Input<'a>, quantities: &QuantityWalk<'a>) -> Option<Value> {
+    let mut subs = Vec::new();
+    quantities(v, &mut |q| {
+        canonical::quantity_sub(&mut subs, q, quantity::canonical)
+    });
+    let json = canonical::to_json_with(v, &subs);
+    canonical::prune(serde_json::from_str(&json).expect("JSON written by this crate"))
 }
 
 /// The devices of one list (a flat pool or one slice), with name uniqueness across `names`.
 fn check_devices<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input,
+    v: &'i Input<'i>,
     ctx: &DeviceContext<'_, 'i>,
     names: &mut HashSet<&'i str>,
     max_slice_bytes: usize,
@@ -854,7 +850,7 @@ fn check_devices<'i>(
 fn check_pool<'i>(
     e: &mut Errors<'i>,
     name: &'i str,
-    v: &'i Input,
+    v: &'i Input<'i>,
     max_slice_bytes: usize,
 ) -> Option<DesiredPool> {
     if name.is_empty()
@@ -893,7 +889,7 @@ fn check_pool<'i>(
         e.at(Seg::Field("nodeSelector"), |e| {
             check_dict(e, ns)?;
             check_generic(e, ns);
-            canonical::prune(to_value_checked(ns)?)
+            to_value(ns, &|_, _| {})
         })
     });
     let mut names = HashSet::new();
@@ -921,28 +917,9 @@ fn check_pool<'i>(
     })
 }
 
-/// `to_value` for a subtree whose problems may already have been reported.
-fn to_value_checked(v: &Input) -> Option<Value> {
-    let ok = |v: &Input| {
-        !matches!(
-            v,
-            Input::BigInt | Input::Float | Input::BadStr | Input::Other(_)
-        )
-    };
-    fn all(v: &Input, ok: &dyn Fn(&Input) -> bool) -> bool {
-        ok(v)
-            && match v {
-                Input::List(items) => items.iter().all(|x| all(x, ok)),
-                Input::Dict(entries) => entries.iter().all(|(_, x)| all(x, ok)),
-                _ => true,
-            }
-    }
-    all(v, &ok).then(|| to_value(v))
-}
-
 fn check_slices<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input,
+    v: &'i Input<'i>,
     names: &mut HashSet<&'i str>,
     max_slice_bytes: usize,
 ) -> Vec<SliceSpec> {
@@ -1004,7 +981,7 @@ fn check_slices<'i>(
                                 Some(c) => e.at(Seg::Field("counters"), |e| check_counters(e, c)),
                             };
                             for (k, x) in entries {
-                                if k != "name" && k != "counters" {
+                                if *k != "name" && *k != "counters" {
                                     e.at(Seg::Field(k), |e| check_generic(e, x));
                                 }
                             }
@@ -1013,24 +990,11 @@ fn check_slices<'i>(
                             }
                         });
                     }
-                    let mut value = canonical::prune(to_value_checked(s)?)?;
-                    if let Value::Array(list) = &mut value {
-                        for (j, set) in list.iter_mut().enumerate() {
-                            canonical::counters_quantities_mut(
-                                set,
-                                &|| format!("{j}"),
-                                &mut |q, _| {
-                                    let s = match q {
-                                        Value::Number(n) => n.to_string(),
-                                        Value::String(s) => std::mem::take(s),
-                                        _ => return,
-                                    };
-                                    *q = Value::String(quantity::canonical(&s).unwrap_or(s));
-                                },
-                            );
-                        }
-                    }
-                    Some(value)
+                    to_value(s, &|v, f| {
+                        v.items()
+                            .iter()
+                            .for_each(|set| canonical::counter_quantities(set, f))
+                    })
                 })
             });
             let ctx = DeviceContext {
@@ -1071,8 +1035,8 @@ fn check_slices<'i>(
 
 /// Validates and canonicalises; the errors in traversal order when anything is wrong.
 pub fn prepare_desired(
-    driver: &Input,
-    pools: &[(String, Input)],
+    driver: &Input<'_>,
+    pools: &[(&str, Input<'_>)],
     max_slice_bytes: usize,
 ) -> Result<Desired, Vec<String>> {
     let mut e = Errors {
@@ -1096,7 +1060,7 @@ pub fn prepare_desired(
             })
         });
         if let Some(p) = checked {
-            out.insert(name.clone(), p);
+            out.insert((*name).to_owned(), p);
         }
     }
     match driver {
