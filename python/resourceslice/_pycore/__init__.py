@@ -1,1 +1,66 @@
 """The pure-Python core: same functions and results as the Rust ``_core`` (docs/core.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from resourceslice._pycore import plan as _plan
+from resourceslice._pycore.decode import SliceRecord, decode_list, decode_slice, decode_watch_event
+from resourceslice._pycore.plan import Plan
+from resourceslice._pycore.validate import DesiredState, prepare
+
+
+class Desired:
+    """A validated, canonical desired state: every pool of one driver. Immutable."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: DesiredState) -> None:
+        self._state = state
+
+    @property
+    def driver(self) -> str:
+        return self._state.driver
+
+    def pool_names(self) -> list[str]:
+        """The pools, sorted by name."""
+        return sorted(self._state.pools)
+
+    def device_count(self, pool: str) -> int:
+        """Devices in ``pool`` (0 for an unknown pool)."""
+        wanted = self._state.pools.get(pool)
+        return 0 if wanted is None else wanted.device_count()
+
+
+def prepare_desired(
+    driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
+) -> tuple[Desired | None, list[str]]:
+    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``."""
+    state, errors = prepare(driver, pools, max_slice_bytes)
+    return (Desired(state) if state is not None else None), errors
+
+
+def plan_pool(
+    desired: Desired | None,
+    pool: str,
+    existing: Sequence[SliceRecord],
+    owner: tuple[str, str, str, str] | None,
+    node_name: str | None,
+) -> Plan:
+    """The writes that make ``pool`` equal to ``desired`` (docs/core.md §5)."""
+    return _plan.plan_pool(
+        desired._state if desired is not None else None, pool, list(existing), owner, node_name
+    )
+
+
+__all__ = [
+    "Desired",
+    "Plan",
+    "SliceRecord",
+    "decode_list",
+    "decode_slice",
+    "decode_watch_event",
+    "plan_pool",
+    "prepare_desired",
+]

@@ -46,9 +46,7 @@ _INT64_MAX = (1 << 63) - 1
 _NANO_SCALE = 9
 #: Go reads up to 18 digits into an int64 before falling back to arbitrary precision.
 _MAX_INT64_FACTORS = 18
-#: Our limits, beyond which Go's own arithmetic wraps (int32 exponents) or takes unbounded
-#: time, and which the Rust core's fixed-width representation also needs.
-MAX_SUFFIX_EXPONENT = 1000
+#: Our one limit beyond Go's (docs/core.md §2): it keeps value keys bounded for both cores.
 MAX_MANTISSA_BITS = 96
 
 
@@ -117,6 +115,8 @@ def _interpret(suffix: str) -> tuple[int, int, str] | None:
         exponent = int(suffix[1:])
         if exponent < -(1 << 63) or exponent > _INT64_MAX:
             return None
+        # Go narrows the parsed int64 to int32 without a check.
+        exponent = (exponent + (1 << 31)) % (1 << 32) - (1 << 31)
         return 10, exponent, _DECIMAL_EXPONENT
     return None
 
@@ -160,20 +160,18 @@ def _strip_tens(unscaled: int, exponent: int) -> tuple[int, int]:
     return unscaled, exponent
 
 
-def _decimal_string(mantissa: int, exponent: int, fmt: str) -> str | None:
-    """Go's decimal printing: the exponent lowered to a multiple of 3; None without a suffix."""
+def _decimal_string(mantissa: int, exponent: int, fmt: str) -> str:
+    """Go's decimal printing: the exponent lowered to a multiple of 3."""
     shift = exponent % 3
     mantissa *= 10**shift
     exponent -= shift
     if fmt == _DECIMAL_EXPONENT:
         return f"{mantissa}" if exponent == 0 else f"{mantissa}e{exponent}"
-    suffix = _DECIMAL_SUFFIX_BY_EXPONENT.get(exponent)
-    # Go prints a DecimalSI value beyond the E suffix without any suffix (1000E -> "1"):
-    # that string means another value, so such a value is refused instead.
-    return None if suffix is None else f"{mantissa}{suffix}"
+    # Go prints a DecimalSI value beyond the E suffix without any suffix (1000E -> "1").
+    return f"{mantissa}{_DECIMAL_SUFFIX_BY_EXPONENT.get(exponent, '')}"
 
 
-def _binary_string(unscaled: int, scale: int) -> str | None:
+def _binary_string(unscaled: int, scale: int) -> str:
     """Go's BinarySI printing: decimal below 1024 or for a non-integer, else base 1024."""
     integer, remainder = _integer_part(abs(unscaled), scale)
     if integer < 1024 or remainder:
@@ -194,7 +192,7 @@ def _integer_part(magnitude: int, scale: int) -> tuple[int, int]:
 
 
 def parse_quantity(text: str) -> Quantity | None:
-    """Parse like Go; None when Go refuses ``text`` or it is beyond our limits (see module)."""
+    """Parse like Go; None when Go refuses ``text`` or its mantissa exceeds 96 bits."""
     if text == "0":
         return Quantity("0", "0")
     if not text:
@@ -206,8 +204,6 @@ def parse_quantity(text: str) -> Quantity | None:
     if interpreted is None:
         return None
     base, exponent, fmt = interpreted
-    if abs(exponent) > MAX_SUFFIX_EXPONENT:
-        return None
     fast, cached = _fast_path(text, scanned, exponent, fmt)
     if not fast and not any(c in _DIGITS for c in scanned.value):
         # Go's arbitrary-precision path reads ``value`` and needs a digit in it.
@@ -220,9 +216,15 @@ def parse_quantity(text: str) -> Quantity | None:
     else:
         unscaled <<= exponent
     if scale > _NANO_SCALE and unscaled:
-        # Round up (away from zero) to nano: some resource, never none.
-        quotient, remainder = divmod(unscaled, 10 ** (scale - _NANO_SCALE))
-        unscaled, scale = quotient + (1 if remainder else 0), _NANO_SCALE
+        # Round up (away from zero) to nano: some resource, never none. A value below
+        # one nano is 1n without computing 10**drop (the exponent may be huge).
+        drop = scale - _NANO_SCALE
+        if drop >= len(str(unscaled)):
+            unscaled = 1
+        else:
+            quotient, remainder = divmod(unscaled, 10**drop)
+            unscaled = quotient + (1 if remainder else 0)
+        scale = _NANO_SCALE
     if fmt == _BINARY_SI and _integer_part(unscaled, scale) >= (_INT64_MAX, 0):
         # Go caps binary quantities at the int64 maximum.
         unscaled, scale = _INT64_MAX, 0
@@ -237,7 +239,5 @@ def parse_quantity(text: str) -> Quantity | None:
     if mantissa == 0:
         return Quantity("0", key)
     if fmt == _BINARY_SI:
-        canonical = _binary_string(unscaled, scale)
-    else:
-        canonical = _decimal_string(mantissa, key_exponent, fmt)
-    return None if canonical is None else Quantity(canonical, key)
+        return Quantity(_binary_string(unscaled, scale), key)
+    return Quantity(_decimal_string(mantissa, key_exponent, fmt), key)
