@@ -1,0 +1,93 @@
+"""Packing, generations, names and node selection (docs/core.md §4, §5)."""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+
+from core_helpers import DRIVER, OWNER, apply, bodies, devices, pool, prepare
+
+
+def test_empty_pool_is_one_empty_slice(core: ModuleType) -> None:
+    plan = core.plan_pool(prepare(core, {"p": pool([])}), "p", [], None, None)
+    assert (plan.generation, plan.slice_count, len(plan.creates)) == (1, 1, 1)
+    assert "devices" not in json.loads(plan.creates[0])["spec"]
+
+
+def test_129_devices_make_two_slices(core: ModuleType) -> None:
+    plan = core.plan_pool(prepare(core, {"p": pool(devices(129))}), "p", [], OWNER, "node-1")
+    assert [len(b["spec"]["devices"]) for b in bodies(plan)] == [128, 1]
+    assert [b["metadata"]["generateName"] for b in bodies(plan)] == [
+        f"00000-{DRIVER}-node-1-",
+        f"00001-{DRIVER}-node-1-",
+    ]
+    assert all(b["spec"]["nodeName"] == "node-1" for b in bodies(plan))
+    assert all(b["spec"]["pool"]["resourceSliceCount"] == 2 for b in bodies(plan))
+
+
+def test_taints_lower_the_limit_to_64(core: ModuleType) -> None:
+    taint = {"taints": [{"key": "k", "effect": "NoSchedule"}]}
+    plan = core.plan_pool(prepare(core, {"p": pool(devices(65, **taint))}), "p", [], None, None)
+    assert [len(b["spec"]["devices"]) for b in bodies(plan)] == [64, 1]
+
+
+def test_byte_budget(core: ModuleType) -> None:
+    plan = core.plan_pool(
+        prepare(core, {"p": pool(devices(10))}, 4096 + 3 * 60), "p", [], None, None
+    )
+    sizes = [len(b["spec"]["devices"]) for b in bodies(plan)]
+    assert sum(sizes) == 10 and len(sizes) > 1
+
+
+def test_one_change_in_10000_is_one_update(core: ModuleType) -> None:
+    base = devices(10_000)
+    records = apply(
+        core, core.plan_pool(prepare(core, {"p": pool(base)}), "p", [], OWNER, None), []
+    )
+    for edited in (
+        base[:5000] + base[5001:],
+        [*base, *devices(1, start=10_000)],
+        [*base[:7], {"name": "dev-7", "attributes": {"index": {"int": -1}}}, *base[8:]],
+    ):
+        plan = core.plan_pool(prepare(core, {"p": pool(edited)}), "p", records, OWNER, None)
+        assert (len(plan.updates), plan.creates, plan.deletes) == (1, [], [])
+        assert plan.generation == 1
+
+
+def test_replan_after_apply_is_empty_and_restart_same_state(core: ModuleType) -> None:
+    desired = prepare(core, {"p": pool(devices(300, taints=[{"key": "a", "effect": "None"}]))})
+    records = apply(core, core.plan_pool(desired, "p", [], OWNER, None), [])
+    plan = core.plan_pool(desired, "p", records, OWNER, None)
+    assert (plan.updates, plan.creates, plan.deletes) == ([], [], [])
+
+
+def test_foreign_obsolete_and_duplicate_slices_are_deleted(core: ModuleType) -> None:
+    desired = prepare(core, {"p": pool(devices(3))})
+    records = apply(core, core.plan_pool(desired, "p", [], OWNER, None), [])
+    (mine,) = records
+    obj = json.loads(core.plan_pool(desired, "p", [], OWNER, None).creates[0])
+    extra = []
+    for name, generation in (
+        ("foreign-slice", 1),
+        (mine.name[:-5] + "zzzzz", 1),
+        (mine.name[:-5] + "old00", 0),
+    ):
+        obj["metadata"] = {"name": name, "uid": "u-" + name, "resourceVersion": "5"}
+        obj["spec"]["pool"]["generation"] = generation
+        extra.append(core.decode_slice(json.dumps(obj).encode()))
+    plan = core.plan_pool(desired, "p", [*records, *extra], OWNER, None)
+    assert plan.deletes == sorted((r.name, r.uid, r.resource_version) for r in extra)
+    assert (plan.updates, plan.creates, plan.generation) == ([], [], 1)
+
+
+def test_driver_generation_wins_and_pool_removal_deletes_all(core: ModuleType) -> None:
+    records = apply(
+        core, core.plan_pool(prepare(core, {"p": pool(devices(2))}), "p", [], None, None), []
+    )
+    plan = core.plan_pool(
+        prepare(core, {"p": pool(devices(2), generation=7)}), "p", records, None, None
+    )
+    assert plan.generation == 7 and len(plan.updates) == 1
+    gone = core.plan_pool(prepare(core, {}), "p", records, None, None)
+    assert gone.deletes == [(r.name, r.uid, r.resource_version) for r in records]
+    assert (gone.generation, gone.updates, gone.creates) == (0, [], [])
