@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -38,19 +39,22 @@ def prepare(core: ModuleType, pools: dict[str, Any], max_bytes: int = MAX_BYTES)
     return desired
 
 
-def apply(core: ModuleType, plan: Any, existing: list[Any]) -> list[Any]:
-    """The records after the apiserver carried out ``plan`` on ``existing``."""
+def apply(
+    core: ModuleType, plan: Any, existing: list[Any], ids: Iterator[int] = _names
+) -> list[Any]:
+    """The records after the apiserver carried out ``plan`` on ``existing``; names, uids and
+    resourceVersions come from ``ids``."""
     deleted = {name for name, _, _ in plan.deletes}
     stored = {r.name: r for r in existing if r.name not in deleted}
     for name, body in plan.updates:
         obj = json.loads(body)
         assert obj["metadata"]["resourceVersion"] == stored[name].resource_version
         obj["metadata"]["uid"] = stored[name].uid
-        obj["metadata"]["resourceVersion"] = str(next(_names))
+        obj["metadata"]["resourceVersion"] = str(next(ids))
         stored[name] = core.decode_slice(json.dumps(obj).encode())
     for body in plan.creates:
         obj = json.loads(body)
-        n = next(_names)
+        n = next(ids)
         obj["metadata"]["name"] = obj["metadata"].pop("generateName") + f"{n:05d}"[-5:]
         obj["metadata"]["uid"] = f"uid-{n}"
         obj["metadata"]["resourceVersion"] = str(n)

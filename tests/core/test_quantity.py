@@ -38,6 +38,10 @@ def test_python_parser_matches_go() -> None:
             assert (q.canonical, q.key) == (v["canonical"], v["value"]), v
 
 
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _capacity_device(i: int, value: str) -> dict[str, Any]:
     return {"name": f"q{i}", "capacity": {"c": {"value": value}}}
 
@@ -63,7 +67,7 @@ def test_core_refuses_what_go_refuses(core: ModuleType) -> None:
     devices = [_capacity_device(i, v["input"]) for i, v in enumerate(refused)]
     _, errors = core.prepare_desired(DRIVER, {"p": pool(devices)}, MAX_BYTES)
     assert errors == [
-        f'pools["p"].devices[{i}].capacity["c"].value: invalid quantity {json.dumps(v["input"], ensure_ascii=False)}'
+        f'pools["p"].devices[{i}].capacity["c"].value: invalid quantity {_quoted(v["input"])}'
         for i, v in enumerate(refused)
     ]
 

@@ -1,0 +1,86 @@
+"""Random pools and edit sequences: both cores plan alike, and plans converge."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from core_helpers import DRIVER, OWNER, apply, pool
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resourceslice import _core, _pycore
+
+_device = st.builds(
+    lambda i, mem, tainted, pad: {
+        "name": f"d{i}",
+        "attributes": {"pad": {"string": "x" * pad}},
+        "capacity": {"mem": {"value": mem}},
+        **({"taints": [{"key": "k", "effect": "NoSchedule"}]} if tainted else {}),
+    },
+    st.integers(0, 400),
+    st.sampled_from(["1Gi", "1024Mi", "500m", "2k", "1e3", "0", "bad!"]),
+    st.booleans(),
+    st.integers(0, 64),
+)
+_pools = st.dictionaries(
+    st.sampled_from(["a", "b", "c/d"]),
+    st.lists(_device, max_size=300).map(lambda ds: list({d["name"]: d for d in ds}.values())),
+    max_size=2,
+)
+_max_bytes = st.sampled_from([1 << 20, 4096 + 20_000])
+
+
+def _summary(plan: Any) -> tuple[Any, ...]:
+    return (
+        plan.generation,
+        plan.slice_count,
+        plan.device_count,
+        plan.deletes,
+        [n for n, _ in plan.updates],
+        plan.updates,
+        plan.creates,
+    )
+
+
+def _check_slices(records: list[Any], wanted: list[dict[str, Any]], max_bytes: int) -> None:
+    names = [n for r in records for n in r.device_names]
+    assert sorted(names) == sorted(d["name"] for d in wanted)
+    assert len({r.resource_slice_count for r in records}) <= 1
+    for r in records:
+        assert len(r.device_names) <= 128
+        assert len(r.device_names) <= 64 or not any(
+            "taints" in d for d in wanted if d["name"] in r.device_names
+        )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(_pools, st.booleans()), min_size=1, max_size=4), _max_bytes)
+def test_cores_agree_and_converge(steps: list[tuple[dict[str, Any], bool]], max_bytes: int) -> None:
+    stored: dict[str, dict[str, list[Any]]] = {"python": {}, "rust": {}}
+    ids = {"python": itertools.count(), "rust": itertools.count()}
+    for pools, with_owner in steps:
+        owner = OWNER if with_owner else None
+        inputs = {name: pool(devs) for name, devs in pools.items()}
+        results = {}
+        for label, core in (("python", _pycore), ("rust", _core)):
+            desired, errors = core.prepare_desired(DRIVER, inputs, max_bytes)
+            results[label] = (desired, errors)
+        assert results["python"][1] == results["rust"][1]
+        if results["python"][0] is None:
+            continue
+        for name in sorted({*pools, *stored["python"]}):
+            plans = {}
+            for label, core in (("python", _pycore), ("rust", _core)):
+                existing = stored[label].get(name, [])
+                plans[label] = core.plan_pool(results[label][0], name, existing, owner, None)
+            assert _summary(plans["python"]) == _summary(plans["rust"])
+            for label, core in (("python", _pycore), ("rust", _core)):
+                records = apply(core, plans[label], stored[label].get(name, []), ids[label])
+                stored[label][name] = records
+                again = core.plan_pool(results[label][0], name, records, owner, None)
+                assert (again.updates, again.creates, again.deletes) == ([], [], [])
+            if name in pools:
+                _check_slices(stored["python"][name], pools[name], max_bytes)
+            else:
+                assert stored["python"][name] == []
