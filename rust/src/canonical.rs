@@ -3,8 +3,8 @@
 //! One writer serves both trees it meets: `serde_json::Value` (stored objects) and the
 //! validator's `Input` (desired data), through the `Tree` trait. Members come out sorted by
 //! UTF-8 bytes (both trees keep them so), empties are skipped while writing instead of in a
-//! separate pass, and strings are escaped by `serde_json`, which escapes exactly what
-//! Python's `json.dumps(ensure_ascii=False)` escapes.
+//! separate pass, and strings are escaped exactly as Python's `json.dumps(ensure_ascii=False)`
+//! (and `serde_json`) escape them.
 use serde_json::{Map, Value};
 
 use crate::quantity;
@@ -65,8 +65,43 @@ impl Tree for Value {
 /// copy of every device just to canonicalise two quantities.
 pub type Substitutions<T> = Vec<(*const T, Option<String>)>;
 
+/// A JSON string as Python's `json.dumps(ensure_ascii=False)` writes it: only `"`, `\\` and
+/// controls escaped (the short forms where JSON has them, else `\u00xx`).
 fn write_str(s: &str, out: &mut Vec<u8>) {
-    serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &c) in bytes.iter().enumerate() {
+        let short = match c {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'\n' => b'n',
+            b'\r' => b'r',
+            b'\t' => b't',
+            0x08 => b'b',
+            0x0c => b'f',
+            0x00..=0x1f => 0,
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        start = i + 1;
+        if short == 0 {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(c >> 4)],
+                HEX[usize::from(c & 0xf)],
+            ]);
+        } else {
+            out.extend_from_slice(&[b'\\', short]);
+        }
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 /// Appends the canonical JSON of `v`; false (nothing appended) when it prunes to nothing.

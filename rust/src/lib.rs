@@ -18,22 +18,23 @@ use validate::Input;
 /// Views Python plain data as an `Input` tree (dict entries sorted by key). Strings are
 /// borrowed, not copied: see `utf8`.
 fn to_input<'py>(obj: &Bound<'py, PyAny>) -> Input<'py> {
-    if obj.is_none() {
-        Input::Null
-    } else if let Ok(s) = obj.cast::<PyString>() {
+    // Most frequent types first: every check is a call under the limited API.
+    if let Ok(s) = obj.cast::<PyString>() {
         utf8(s).map_or(Input::BadStr, Input::Str)
-    } else if let Ok(b) = obj.cast::<PyBool>() {
-        Input::Bool(b.is_true())
-    } else if let Ok(i) = obj.cast::<PyInt>() {
-        i.extract::<i64>().map_or(Input::BigInt, Input::Int)
-    } else if obj.cast::<PyFloat>().is_ok() {
-        Input::Float
     } else if let Ok(d) = obj.cast::<PyDict>() {
         let mut entries: Vec<(&str, Input<'_>)> = d.iter().map(|(k, v)| entry(&k, &v)).collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         Input::Dict(entries)
+    } else if let Ok(b) = obj.cast::<PyBool>() {
+        Input::Bool(b.is_true())
+    } else if let Ok(i) = obj.cast::<PyInt>() {
+        i.extract::<i64>().map_or(Input::BigInt, Input::Int)
     } else if let Ok(l) = obj.cast::<PyList>() {
         Input::List(l.iter().map(|x| to_input(&x)).collect())
+    } else if obj.is_none() {
+        Input::Null
+    } else if obj.cast::<PyFloat>().is_ok() {
+        Input::Float
     } else if let Ok(t) = obj.cast::<PyTuple>() {
         Input::List(t.iter().map(|x| to_input(&x)).collect())
     } else {

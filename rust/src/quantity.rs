@@ -277,12 +277,20 @@ fn fast_path(sp: &Split<'_>, exponent: i64, format: Format) -> Option<Quantity> 
     if scale < -9 {
         return None;
     }
-    let shifted = format!("{}{}", sp.num, sp.denom);
-    let value: i64 = shifted.parse().ok()?;
+    // At most 18 digits (precision >= 0), so this cannot overflow.
+    let value = sp
+        .num
+        .bytes()
+        .chain(sp.denom.bytes())
+        .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+    // Go tests these on `shifted`, the digits of num and denom together.
+    let mut shifted = sp.num.bytes().chain(sp.denom.bytes());
+    let ends_000 = digits >= 3 && shifted.clone().rev().take(3).all(|d| d == b'0');
+    let starts_0 = shifted.next() == Some(b'0');
     let result = value.checked_mul(multiplier)?;
     let cached = match format {
         Format::BinarySI => value & 0x07 != 0,
-        _ => scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0'),
+        _ => scale % 3 == 0 && !ends_000 && !starts_0,
     };
     let (mantissa, exponent) = normalise(result as u128, scale);
     Some(Quantity {

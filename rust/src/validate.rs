@@ -215,9 +215,8 @@ fn is_semver(s: &str) -> bool {
         Some((c, p)) => (c, Some(p)),
         None => (rest, None),
     };
-    let parts: Vec<&str> = core.split('.').collect();
-    parts.len() == 3
-        && parts.iter().all(|p| numeric(p))
+    core.split('.').count() == 3
+        && core.split('.').all(numeric)
         && pre.is_none_or(|p| {
             p.split('.')
                 .all(|id| ident(id) && (!id.bytes().all(|c| c.is_ascii_digit()) || numeric(id)))
@@ -386,12 +385,8 @@ fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> bool {
     let Some(entries) = check_dict(e, v) else {
         return false;
     };
-    let present: Vec<&(&str, Input<'_>)> = entries
-        .iter()
-        .filter(|(_, v)| !matches!(v, Input::Null))
-        .collect();
-    let typed = present
-        .iter()
+    let present = || entries.iter().filter(|(_, v)| !matches!(v, Input::Null));
+    let typed = present()
         .filter(|(k, _)| ATTRIBUTE_TYPES.contains(k))
         .count();
     if typed != 1 {
@@ -400,7 +395,7 @@ fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> bool {
         );
     }
     let mut list = false;
-    for (k, item) in present {
+    for (k, item) in present() {
         e.at(Seg::Field(k), |e| match *k {
             "bool" => {
                 check_bool(e, item);
