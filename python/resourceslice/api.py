@@ -71,11 +71,12 @@ class DriverResources:
 
 @dataclass(frozen=True)
 class Stats:
-    """Successful write calls made by a controller since it started."""
+    """Successful write calls made by a controller since it started, and pool syncs done."""
 
     creates: int = 0
     updates: int = 0
     deletes: int = 0
+    syncs: int = 0
 
 
 class ValidationError(ValueError):

@@ -101,7 +101,7 @@ class Controller:
         self._version = 0
         self._dirty: set[str] = set(self._desired.pool_names())
         self._dropped: dict[str, _DroppedFields] = {}
-        self._counts = {"creates": 0, "updates": 0, "deletes": 0}
+        self._counts = {"creates": 0, "updates": 0, "deletes": 0, "syncs": 0}
         self._ready = False
         self._stopped = False
 
@@ -301,6 +301,7 @@ class Controller:
         if not redundant:
             self._execute(pool, plan, version)
         with self._lock:
+            self._counts["syncs"] += 1
             if self._version == version:
                 self._dirty.discard(pool)
                 self._lock.notify_all()
