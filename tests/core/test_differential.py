@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from core_helpers import DRIVER, OWNER, apply, pool
@@ -19,7 +20,7 @@ _device = st.builds(
         **({"taints": [{"key": "k", "effect": "NoSchedule"}]} if tainted else {}),
     },
     st.integers(0, 400),
-    st.sampled_from(["1Gi", "1024Mi", "500m", "2k", "1e3", "0", "bad!"]),
+    st.sampled_from(["1Gi", "1024Mi", "1073741824", "500m", "0.5", "2k", "1e3", "0"]),
     st.booleans(),
     st.integers(0, 64),
 )
@@ -28,7 +29,42 @@ _pools = st.dictionaries(
     st.lists(_device, max_size=300).map(lambda ds: list({d["name"]: d for d in ds}.values())),
     max_size=2,
 )
+#: Per step: the pools, an owner or not, a node selection, a driver generation, and
+#: sometimes a device with a bad name (both cores must report the same errors).
+_steps = st.lists(
+    st.tuples(
+        _pools,
+        st.booleans(),
+        st.sampled_from([None, "allNodes", "selector"]),
+        st.sampled_from([0, 0, 0, 5]),
+        st.integers(0, 9),
+    ),
+    min_size=1,
+    max_size=4,
+)
+_SELECTOR = {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    ]
+}
 _max_bytes = st.sampled_from([1 << 20, 4096 + 20_000])
+
+
+def _foreign_slice(pool_name: str, generation: int, devices: list[Any]) -> dict[str, Any]:
+    return {
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": f"legacy-{pool_name.replace('/', '-')}-{generation}",
+            "uid": f"legacy-{generation}",
+            "resourceVersion": "1",
+        },
+        "spec": {
+            "driver": DRIVER,
+            "allNodes": True,
+            "devices": devices,
+            "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": 1},
+        },
+    }
 
 
 def _summary(plan: Any) -> tuple[Any, ...]:
@@ -54,14 +90,25 @@ def _check_slices(records: list[Any], wanted: list[dict[str, Any]], max_bytes: i
         )
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(_pools, st.booleans()), min_size=1, max_size=4), _max_bytes)
-def test_cores_agree_and_converge(steps: list[tuple[dict[str, Any], bool]], max_bytes: int) -> None:
+@settings(max_examples=80, deadline=None)
+@given(_steps, _max_bytes)
+def test_cores_agree_and_converge(steps: list[tuple[Any, ...]], max_bytes: int) -> None:
     stored: dict[str, dict[str, list[Any]]] = {"python": {}, "rust": {}}
     ids = {"python": itertools.count(), "rust": itertools.count()}
-    for pools, with_owner in steps:
+    for pools, with_owner, selection, generation, bad in steps:
         owner = OWNER if with_owner else None
-        inputs = {name: pool(devs) for name, devs in pools.items()}
+        extra: dict[str, Any] = {"generation": generation}
+        if selection == "allNodes":
+            extra["allNodes"] = True
+        elif selection == "selector":
+            extra["nodeSelector"] = _SELECTOR
+        inputs = {name: pool(devs, **extra) for name, devs in pools.items()}
+        if bad == 0 and inputs:
+            first = next(iter(inputs.values()))
+            first["devices"] = [
+                *first["devices"],
+                {"name": "Bad_Name", "capacity": {"x": {"value": "1.2.3"}}},
+            ]
         results = {}
         for label, core in (("python", _pycore), ("rust", _core)):
             desired, errors = core.prepare_desired(DRIVER, inputs, max_bytes)
@@ -70,6 +117,12 @@ def test_cores_agree_and_converge(steps: list[tuple[dict[str, Any], bool]], max_
         if results["python"][0] is None:
             continue
         for name in sorted({*pools, *stored["python"]}):
+            if bad in (1, 2, 3) and name in pools:
+                # A slice another writer left: a foreign name, with an older, equal or
+                # higher pool generation than ours (migration from another naming scheme).
+                foreign = json.dumps(_foreign_slice(name, bad - 1, pools[name][:3])).encode()
+                for label, core in (("python", _pycore), ("rust", _core)):
+                    stored[label].setdefault(name, []).append(core.decode_slice(foreign))
             plans = {}
             for label, core in (("python", _pycore), ("rust", _core)):
                 existing = stored[label].get(name, [])
