@@ -127,7 +127,9 @@ def scenario(
 
 def test_first_publish(benchmark: Any, core_name: str, size: str) -> None:
     n = SIZES[size]
-    plan = run(benchmark, core_name, size, scenario(load_core(core_name), None, [gpu(i) for i in range(n)]))
+    plan = run(
+        benchmark, core_name, size, scenario(load_core(core_name), None, [gpu(i) for i in range(n)])
+    )
     assert len(plan.creates) == plan.slice_count == -(-n // 128)
 
 
