@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from resourceslice import _core as core
     from resourceslice._core import Desired, Plan, SliceRecord
+    from resourceslice.controller import Controller
 else:
     from resourceslice._backend import core
 
@@ -700,18 +701,19 @@ class Publisher:
             total += len(plan.deletes) + len(plan.updates) + len(plan.creates)
         return total
 
-    def _wait(self, controller: Any, before: Stats, planned: int, timeout: float) -> bool:
+    def _wait(self, controller: Controller, before: Stats, planned: int, timeout: float) -> bool:
         """Wait until synced and the planned writes are made (pools no longer in FILE are
         deleted too, which ``wait_synced`` does not wait for)."""
         started = time.monotonic()
         deadline = started + timeout
         while True:
-            stats = controller.stats()
+            synced = controller.wait_synced(0.2)
+            stats = controller.stats()  # after the wait: it may have ended with the last write
             done = _writes(stats) - _writes(before)
             if self.tty:
                 self.out.write(f"\r  slices written: {done}/{planned}")
                 self.out.flush()
-            if controller.wait_synced(0.2) and done >= planned:
+            if synced and done >= planned:
                 if self.tty:
                     self.out.write("\n")
                 self.say(f"synced in {time.monotonic() - started:.1f}s: {_delta(before, stats)}")
@@ -723,7 +725,7 @@ class Publisher:
                 self.err.write(f"error: {why} ({done}/{planned} writes made)\n")
                 return False
 
-    def _follow(self, controller: Any, selection: Selection) -> None:
+    def _follow(self, controller: Controller, selection: Selection) -> None:
         """Keep publishing: reload FILE when it changes; keep the last good state if bad."""
         args = self.args
         watch = FileWatch(args.file)
@@ -743,7 +745,7 @@ class Publisher:
                 self._wait(controller, before, 0, args.timeout)
                 last = controller.stats()
             stats = controller.stats()
-            if stats != last:
+            if _writes(stats) != _writes(last):
                 # Someone else changed or deleted our slices; the controller put them back.
                 self.say(f"cluster drift repaired: {_delta(last, stats)}")
                 last = stats

@@ -17,15 +17,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[list[Any], str]:
     assert cli.main(["plan", *args]) == cli.EXIT_OK
     captured = capsys.readouterr()
-    return list(yaml.safe_load_all(captured.out)), captured.err
+    return list(yaml.load_all(captured.out, Loader=yaml.CSafeLoader)), captured.err
 
 
 def file_device_names(name: str, node: str | None = None) -> list[str]:
-    pools, errors = cli.parse_resources(
+    resources, errors = cli.parse_resources(
         cli.read_document(EXAMPLES / name), cli.Selection(node=node)
     )
     assert errors == []
-    return [d["name"] for pool in pools.values() for d in pool.devices]
+    return [d["name"] for pool in resources.pools.values() for d in pool.devices or []]
 
 
 def check_pool(slices: list[Any], driver: str, pool: str, prefix: str) -> list[str]:

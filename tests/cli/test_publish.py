@@ -31,7 +31,7 @@ TIMEOUT = 60.0
 @pytest.fixture
 def driver(request: pytest.FixtureRequest) -> str:
     """A driver of this test's own: tests never see each other's slices."""
-    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40] + ".cli.test"
+    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-") + ".cli.test"
 
 
 @pytest.fixture
@@ -170,25 +170,32 @@ class Output:
     """A child process's stdout and stderr lines, as they come, for waiting on."""
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.lines: queue.Queue[tuple[str, str]] = queue.Queue()
+        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.seen: list[tuple[str, str]] = []
+        self.open_streams = 2
         for name, stream in (("out", process.stdout), ("err", process.stderr)):
             threading.Thread(target=self._pump, args=(name, stream), daemon=True).start()
 
     def _pump(self, name: str, stream: Any) -> None:
-        for line in stream:
-            self.lines.put((name, line.rstrip("\n")))
+        with stream:
+            for line in stream:
+                self.lines.put((name, line.rstrip("\n")))
+        self.lines.put((name, None))
 
     def wait_for(self, stream: str, text: str) -> str:
-        """The next line of ``stream`` containing ``text``; fails after TIMEOUT."""
-        while True:
+        """The next line of ``stream`` containing ``text``; fails after TIMEOUT or at exit."""
+        while self.open_streams:
             try:
-                item = self.lines.get(timeout=TIMEOUT)
+                name, line = self.lines.get(timeout=TIMEOUT)
             except queue.Empty:
-                pytest.fail(f"no {stream} line with {text!r} within {TIMEOUT}s; saw {self.seen}")
-            self.seen.append(item)
-            if item[0] == stream and text in item[1]:
-                return item[1]
+                break
+            if line is None:
+                self.open_streams -= 1
+                continue
+            self.seen.append((name, line))
+            if name == stream and text in line:
+                return line
+        pytest.fail(f"no {stream} line with {text!r}; saw {self.seen}")
 
 
 def device(i: int, speed: str = "400G") -> dict[str, Any]:
