@@ -78,6 +78,8 @@ class SliceInformer:
         self._synced = threading.Event()
         self._response_lock = threading.Lock()
         self._response: Any = None
+        # Where the watch resumes; None: list first. Used by the informer thread only.
+        self._version: str | None = None
         self._thread = threading.Thread(
             target=self._run, name="resourceslice-informer", daemon=True
         )
@@ -107,31 +109,29 @@ class SliceInformer:
 
     def _run(self) -> None:
         delay = _BACKOFF_START
-        resource_version: str | None = None
         while not self._stopping.is_set():
             try:
-                if resource_version is None:
-                    resource_version = self._list()
+                if self._version is None:
+                    self._version = self._list()
                     self._synced.set()
-                resource_version, progressed = self._watch(resource_version)
-                if progressed:
+                if self._watch(self._version):
                     delay = _BACKOFF_START
-                continue
+                continue  # the server ended the watch: resume at once
             except _Gone:
-                resource_version = None
+                self._version = None
                 continue
             except ApiException as exc:
                 if self._stopping.is_set():
                     break
                 if exc.status == 410:
-                    resource_version = None
+                    self._version = None
                     continue
                 self._on_error(exc, "listing/watching ResourceSlices")
             except ValueError as exc:
                 # A response the core cannot decode: start over from a fresh list.
                 if self._stopping.is_set():
                     break
-                resource_version = None
+                self._version = None
                 self._on_error(exc, "decoding ResourceSlices")
             except Exception as exc:  # network errors of any kind: reconnect
                 if self._stopping.is_set():
@@ -152,8 +152,12 @@ class SliceInformer:
             self._notify(old, new)
         return resource_version
 
-    def _watch(self, resource_version: str) -> tuple[str, bool]:
-        """Follow one watch stream; the last seen version and whether any event came."""
+    def _watch(self, resource_version: str) -> bool:
+        """Follow one watch stream; whether any event came.
+
+        Each event moves ``self._version`` on, so that after a dropped connection the next
+        watch resumes where this one stopped, not at its start.
+        """
         seconds = random.randint(_WATCH_SECONDS, 2 * _WATCH_SECONDS)
         response = self._api.list_resource_slice(
             field_selector=self._selector,
@@ -169,7 +173,7 @@ class SliceInformer:
         progressed = False
         try:
             if self._stopping.is_set():  # stop() ran before the response was published
-                return resource_version, progressed
+                return progressed
             pending = bytearray()
             for chunk in response.stream(65536):
                 pending += chunk
@@ -178,14 +182,15 @@ class SliceInformer:
                     line = bytes(pending[start:end])
                     start = end + 1
                     if line.strip():
-                        resource_version = self._apply(line, resource_version)
+                        self._version = self._apply(line, resource_version)
+                        resource_version = self._version
                         progressed = True
                 del pending[:start]
         finally:
             with self._response_lock:
                 self._response = None
             response.release_conn()
-        return resource_version, progressed
+        return progressed
 
     def _apply(self, line: bytes, resource_version: str) -> str:
         kind, record, version = core.decode_watch_event(line)

@@ -1,0 +1,240 @@
+"""The informer against a scripted ResourceV1Api: list, watch, 410, drops, stop (needs the core)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from resourceslice.informer import SliceInformer, field_selector
+from resourceslice.store import SliceStore
+
+from .fakes import wait_for
+
+
+def slice_obj(name: str, pool: str, rv: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": rv},
+        "spec": {
+            "driver": "d.example.com",
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [{"name": "dev-0"}],
+        },
+    }
+
+
+def list_body(rv: str, *items: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSliceList",
+            "metadata": {"resourceVersion": rv},
+            "items": list(items),
+        }
+    ).encode()
+
+
+def event(kind: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def bookmark(rv: str) -> bytes:
+    return event("BOOKMARK", {"kind": "ResourceSlice", "metadata": {"resourceVersion": rv}})
+
+
+class FakeResponse:
+    """A streamed response: its chunks, then an error, the end, or blocking until shut down."""
+
+    def __init__(self, chunks: list[bytes], then: BaseException | str = "block") -> None:
+        self.chunks = chunks
+        self.then = then
+        self.aborted = threading.Event()
+
+    def read(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def stream(self, amt: int) -> Iterator[bytes]:
+        yield from self.chunks
+        if isinstance(self.then, BaseException):
+            raise self.then
+        if self.then == "block":
+            self.aborted.wait(30)
+
+    def release_conn(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self.aborted.set()
+
+    def close(self) -> None:
+        self.aborted.set()
+
+
+class FakeApi:
+    def __init__(self, lists: list[bytes], watches: list[FakeResponse | ApiException]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.calls: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def list_resource_slice(self, **kwargs: Any) -> FakeResponse:
+        with self.lock:
+            self.calls.append(kwargs)
+            if not kwargs.get("watch"):
+                return FakeResponse([self.lists.pop(0)], then="end")
+            step = self.watches.pop(0) if self.watches else FakeResponse([])
+        if isinstance(step, ApiException):
+            raise step
+        return step
+
+    def watch_versions(self) -> list[str]:
+        with self.lock:
+            return [c["resource_version"] for c in self.calls if c.get("watch")]
+
+
+class Harness:
+    def __init__(self, api: FakeApi, only_pool: str | None = None) -> None:
+        self.api = api
+        self.store = SliceStore()
+        self.changes: list[tuple[str | None, str | None]] = []
+        self.errors: list[BaseException] = []
+        self.lock = threading.Lock()
+        self.informer = SliceInformer(
+            None,  # type: ignore[arg-type]  # the API object is replaced below
+            selector="spec.driver=d.example.com",
+            store=self.store,
+            on_change=self.on_change,
+            on_error=lambda exc, msg: self.errors.append(exc),
+            only_pool=only_pool,
+        )
+        self.informer._api = api  # type: ignore[assignment]
+        self.informer.start()
+        assert self.informer.wait_synced(10)
+
+    def on_change(self, old: Any, new: Any) -> None:
+        with self.lock:
+            self.changes.append(
+                (
+                    old and f"{old.name}@{old.resource_version}",
+                    new and f"{new.name}@{new.resource_version}",
+                )
+            )
+
+    def names(self) -> dict[str, str]:
+        return {
+            r.name: r.resource_version
+            for p in self.store.pool_names()
+            for r in self.store.by_pool(p)
+        }
+
+
+@pytest.fixture
+def stop_all() -> Iterator[list[Harness]]:
+    harnesses: list[Harness] = []
+    yield harnesses
+    for h in harnesses:
+        h.informer.stop()
+
+
+def test_field_selector() -> None:
+    assert field_selector("d", "node-1", False) == "spec.driver=d,spec.nodeName=node-1"
+    assert field_selector("d", None, False) == "spec.driver=d,spec.nodeName="
+    assert field_selector("d", "node-1", True) == "spec.driver=d"
+
+
+def test_list_then_watch_from_its_version(stop_all: list[Harness]) -> None:
+    watch = FakeResponse(
+        [
+            event("ADDED", slice_obj("b", "p", "11")),
+            # One event split over two chunks, and two events in one chunk.
+            event("MODIFIED", slice_obj("a", "p", "12"))[:20],
+            event("MODIFIED", slice_obj("a", "p", "12"))[20:] + bookmark("13"),
+            event("DELETED", slice_obj("b", "p", "14")),
+        ]
+    )
+    api = FakeApi([list_body("10", slice_obj("a", "p", "5"))], [watch])
+    h = Harness(api)
+    stop_all.append(h)
+    wait_for(lambda: len(h.changes) == 4)
+    assert h.changes == [(None, "a@5"), (None, "b@11"), ("a@5", "a@12"), ("b@14", None)]
+    assert h.names() == {"a": "12"}
+    first_watch = api.calls[1]
+    assert first_watch["watch"] is True
+    assert first_watch["allow_watch_bookmarks"] is True
+    assert first_watch["resource_version"] == "10"
+    assert first_watch["field_selector"] == "spec.driver=d.example.com"
+
+
+def test_gone_relists_and_synthesises_deletes(stop_all: list[Harness]) -> None:
+    gone = event("ERROR", {"kind": "Status", "apiVersion": "v1", "code": 410, "message": "too old"})
+    api = FakeApi(
+        [
+            list_body("10", slice_obj("a", "p", "5"), slice_obj("b", "p", "6")),
+            list_body("20", slice_obj("a", "p", "5"), slice_obj("c", "q", "19")),
+        ],
+        [FakeResponse([gone], then="end")],
+    )
+    h = Harness(api)
+    stop_all.append(h)
+    wait_for(lambda: len(h.changes) == 4)
+    assert h.changes[2:] == [(None, "c@19"), ("b@6", None)]
+    assert h.names() == {"a": "5", "c": "19"}
+    wait_for(lambda: api.watch_versions() == ["10", "20"])
+    assert h.errors == []
+
+
+def test_gone_on_watch_start_relists(stop_all: list[Harness]) -> None:
+    api = FakeApi(
+        [list_body("10"), list_body("30", slice_obj("a", "p", "29"))],
+        [ApiException(status=410, reason="Gone")],
+    )
+    h = Harness(api)
+    stop_all.append(h)
+    wait_for(lambda: h.names() == {"a": "29"})
+    wait_for(lambda: api.watch_versions() == ["10", "30"])
+
+
+def test_dropped_watch_reconnects_from_the_last_version(stop_all: list[Harness]) -> None:
+    dropped = FakeResponse(
+        [event("ADDED", slice_obj("a", "p", "11")), bookmark("15")],
+        then=ConnectionResetError("peer went away"),
+    )
+    api = FakeApi([list_body("10")], [dropped])
+    h = Harness(api)
+    stop_all.append(h)
+    wait_for(lambda: api.watch_versions() == ["10", "15"])
+    assert [type(e) for e in h.errors] == [ConnectionResetError]
+    assert len([c for c in api.calls if not c.get("watch")]) == 1  # no relist needed
+
+
+def test_only_pool_filters_and_a_move_out_is_a_delete(stop_all: list[Harness]) -> None:
+    watch = FakeResponse(
+        [
+            event("ADDED", slice_obj("x", "other", "11")),
+            event("MODIFIED", slice_obj("a", "other", "12")),
+        ]
+    )
+    api = FakeApi(
+        [list_body("10", slice_obj("a", "mine", "5"), slice_obj("b", "other", "6"))], [watch]
+    )
+    h = Harness(api, only_pool="mine")
+    stop_all.append(h)
+    wait_for(lambda: len(h.changes) == 2)
+    assert h.changes == [(None, "a@5"), ("a@5", None)]
+    assert h.names() == {}
+
+
+def test_stop_ends_a_blocked_watch(stop_all: list[Harness]) -> None:
+    watch = FakeResponse([])  # blocks until shut down
+    h = Harness(FakeApi([list_body("10")], [watch]))
+    wait_for(lambda: len(h.api.calls) == 2)
+    h.informer.stop(timeout=10)
+    assert watch.aborted.is_set()
+    assert not h.informer._thread.is_alive()
