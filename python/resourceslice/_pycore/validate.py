@@ -687,7 +687,7 @@ def _optional_bool(e: _Errors, entries: dict[str, Node], key: str) -> bool:
         return bool(_check_bool(e, raw))
 
 
-def _check_shared_counters(e: _Errors, v: Node, set_names: set[str], sets: CounterSets) -> Any:
+def _check_shared_counters(e: _Errors, v: Node, set_names: set[str]) -> Any:
     counter_sets = _check_list(e, v)
     if counter_sets is None:
         return None
@@ -710,17 +710,14 @@ def _check_shared_counters(e: _Errors, v: Node, set_names: set[str], sets: Count
                         if set_name in set_names:
                             e.report(duplicate_counter_set_name(set_name))
                         set_names.add(set_name)
-            counters: list[str] = []
             raw_counters = _get(entries, "counters")
             if raw_counters is not None:
                 with e.field("counters"):
-                    counters = _check_counters(e, raw_counters)
+                    _check_counters(e, raw_counters)
             for k, x in entries.items():
                 if k not in ("name", "counters"):
                     with e.field(k):
                         _check_generic(e, x)
-            if set_name is not None:
-                sets[set_name] = set(counters)
     if not _clean(v):
         return None
     value = canonical.prune(to_value(v))
@@ -729,8 +726,24 @@ def _check_shared_counters(e: _Errors, v: Node, set_names: set[str], sets: Count
     return value
 
 
+def _pool_counter_sets(slices: list[Node]) -> CounterSets:
+    """Every counter set the pool's slices share, read without reporting: the API keeps
+    sharedCounters and devices in different slices, so a device refers across slices."""
+    sets: CounterSets = {}
+    for item in slices:
+        shared = item.get("sharedCounters") if isinstance(item, dict) else None
+        for counter_set in shared if isinstance(shared, list) else ():
+            if not isinstance(counter_set, dict):
+                continue
+            name, counters = counter_set.get("name"), counter_set.get("counters")
+            if isinstance(name, str):
+                sets.setdefault(name, set()).update(counters if isinstance(counters, dict) else ())
+    return sets
+
+
 def _check_slices(e: _Errors, v: Node, names: set[str], max_slice_bytes: int) -> list[SliceSpec]:
     items = _check_list(e, v)
+    pool_sets = _pool_counter_sets(items or [])
     # Counter set names are unique in the whole pool.
     set_names: set[str] = set()
     out: list[SliceSpec] = []
@@ -744,16 +757,15 @@ def _check_slices(e: _Errors, v: Node, names: set[str], max_slice_bytes: int) ->
             per_device = _optional_bool(e, entries, "perDeviceNodeSelection")
             if isinstance(devices, list) and devices and isinstance(shared, list) and shared:
                 e.report(DEVICES_AND_COUNTERS)
-            sets: CounterSets = {}
             shared_value = None
             if shared is not None:
                 with e.field("sharedCounters"):
-                    shared_value = _check_shared_counters(e, shared, set_names, sets)
+                    shared_value = _check_shared_counters(e, shared, set_names)
             slice_devices: list[DeviceEntry] = []
             if devices is not None:
                 with e.field("devices"):
                     slice_devices = _check_devices(
-                        e, devices, per_device, sets, names, max_slice_bytes
+                        e, devices, per_device, pool_sets, names, max_slice_bytes
                     )
             advanced = any(d.advanced for d in slice_devices)
             limit = MAX_DEVICES_ADVANCED if advanced else MAX_DEVICES
