@@ -1,0 +1,59 @@
+"""The controller across an apiserver crash and restart, and stop() during a watch.
+
+Uses an apiserver of its own: the crash must not disturb the other tests' server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import resourceslice as rs
+from resourceslice.testing import TestCluster, start_cluster
+
+from .controller_env import (
+    ControllerEnv,
+    device,
+    devices_of,
+    env_fixture,  # noqa: F401  (the env fixture)
+    pools,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[TestCluster]:
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def test_watch_reconnects_after_an_apiserver_crash(own_cluster: TestCluster) -> None:
+    env = ControllerEnv(own_cluster, "reconnect.example.com")
+    try:
+        env.start_synced(pools(p=rs.Pool(devices=[device(0)])))
+        own_cluster.kill()
+        own_cluster.restart()
+        # Only a watch that came back sees this delete and so heals it.
+        [ours] = env.slices()
+        env.api.delete_resource_slice(ours["metadata"]["name"], _preload_content=False)
+        healed = wait_until(lambda: env.slices())
+        assert devices_of(healed[0]) == [device(0)]
+        assert healed[0]["metadata"]["name"] != ours["metadata"]["name"]
+    finally:
+        env.close()
+
+
+def test_stop_ends_the_watch_at_once(env: ControllerEnv) -> None:
+    ctrl = env.start_synced(pools(p=rs.Pool(devices=[device(0)])))
+    informer = ctrl._informer
+    # The server would hold the watch open for minutes; stop() must not wait for that.
+    informer.stop(timeout=5)
+    assert not informer._thread.is_alive()
+    ctrl.stop()
+    assert not ctrl._worker.is_alive()
