@@ -159,7 +159,8 @@ class SliceInformer:
         watch resumes where this one stopped, not at its start.
         """
         seconds = random.randint(_WATCH_SECONDS, 2 * _WATCH_SECONDS)
-        response = self._api.list_resource_slice(
+        # With _preload_content=False the client returns the urllib3 response, not a model.
+        response: Any = self._api.list_resource_slice(
             field_selector=self._selector,
             watch=True,
             allow_watch_bookmarks=True,
