@@ -1,149 +1,199 @@
-"""``make demo``: a real local apiserver, two drivers' pools published, one device changed.
+"""``make demo``: the ``resourceslice`` command against a real local apiserver.
 
-Run with ``python -m resourceslice.demo``. It builds the test apiserver if needed (once per
-machine), publishes a GPU node's devices and a network-attached pool of several thousand
-devices, prints what is in the cluster, changes one device, shows that it took one update,
-and stops everything it started.
+Run with ``python -m resourceslice.demo``. It starts the test kube-apiserver + etcd of
+:mod:`resourceslice.testing` (built once per machine), publishes ``examples/gpu-node.yaml``
+(one node, 288 devices) and ``examples/fabric-pool.yaml`` (a network-attached pool of 4,800
+ports) with ``resourceslice publish``, prints ``resourceslice status``, changes one device in
+the GPU file while its publisher runs, shows the single update that caused, and stops
+everything it started. The examples are copied first: the edit never touches the checkout.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import shutil
+import signal
+import subprocess
 import sys
-from typing import Any
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
 
 import kubernetes.client
+import yaml
 
 import resourceslice as rs
+from resourceslice._http import read_body
 from resourceslice.testing import start_cluster
 
 NODE = "demo-node-1"
 GPU_DRIVER = "gpu.example.com"
-NET_DRIVER = "fabric.example.com"
+FABRIC_DRIVER = "fabric.example.com"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+WAIT = 120.0
 
 
-def gpu_devices(node: str, count: int) -> list[dict[str, Any]]:
-    """A node's GPUs, each also offered as MIG-style slices: many devices for one node."""
-    return [
-        {
-            "name": f"gpu-{i // 8}-part-{i % 8}",
-            "attributes": {
-                "index": {"int": i // 8},
-                "partition": {"int": i % 8},
-                "model": {"string": "Example A100"},
-                "uuid": {"string": f"GPU-{node}-{i // 8:04d}"},
-                "driverVersion": {"version": "550.54.15"},
-                "numa": {"int": (i // 8) % 2},
-            },
-            "capacity": {"memory": {"value": "5Gi"}, "sm": {"value": "14"}},
-        }
-        for i in range(count)
-    ]
-
-
-def fabric_devices(count: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": f"port-{i:05d}",
-            "attributes": {
-                "switch": {"string": f"leaf-{i // 48:03d}"},
-                "port": {"int": i % 48},
-                "speed": {"string": "400G"},
-            },
-            "capacity": {"bandwidth": {"value": "400G"}},
-        }
-        for i in range(count)
-    ]
+class DemoError(Exception):
+    """A step did not do what it should; the message says which."""
 
 
 def say(text: str) -> None:
     print(f"\n==> {text}", flush=True)
 
 
-def show_slices(api: kubernetes.client.ResourceV1Api) -> None:
-    listing = json.loads(api.list_resource_slice(_preload_content=False).data)
-    rows = [("NAME", "DRIVER", "POOL", "GEN", "COUNT", "DEVICES", "NODE")]
-    for item in sorted(listing["items"], key=lambda o: o["metadata"]["name"]):
-        spec = item["spec"]
-        pool = spec["pool"]
-        where = spec.get("nodeName") or ("all nodes" if spec.get("allNodes") else "selector")
-        rows.append(
-            (
-                item["metadata"]["name"],
-                spec["driver"],
-                pool["name"],
-                str(pool["generation"]),
-                str(pool["resourceSliceCount"]),
-                str(len(spec.get("devices", []))),
-                where,
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "resourceslice.cli", *args]
+
+
+def show_command(args: Sequence[str], work: Path) -> None:
+    shown = " ".join(a.replace(f"{work}/", "") for a in args[3:])
+    print(f"  $ resourceslice {shown}", flush=True)
+
+
+def run(args: list[str], work: Path, *, check: bool = True) -> int:
+    """Run one command to its end, its output indented under it."""
+    show_command(args, work)
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    for line in (result.stdout + result.stderr).splitlines():
+        print(f"    {line}", flush=True)
+    if check and result.returncode != 0:
+        raise DemoError(f"exit code {result.returncode}")
+    return result.returncode
+
+
+class Background:
+    """A long-running command whose output is printed as it comes and can be waited on."""
+
+    def __init__(self, args: list[str], work: Path, label: str) -> None:
+        show_command(args, work)
+        print("    (left running)", flush=True)
+        self.label = label
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        threading.Thread(target=self._pump, args=(self.process.stdout,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        with stream:
+            for line in stream:
+                print(f"    [{self.label}] {line.rstrip()}", flush=True)
+                self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str) -> str:
+        while True:
+            try:
+                line = self.lines.get(timeout=WAIT)
+            except queue.Empty:
+                raise DemoError(f"{self.label}: no {text!r} within {WAIT:.0f}s") from None
+            if line is None:
+                raise DemoError(f"{self.label}: exited before {text!r}")
+            if text in line:
+                return line
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+def change_one_gpu(path: Path) -> str:
+    """Report less memory on one GPU, as a driver would after a memory row is retired."""
+    document: dict[str, Any] = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
+    (pool,) = document["pools"].values()
+    device = next(d for d in pool["devices"] if d["name"] == "gpu-3")
+    device["capacity"]["memory"] = {"value": "79Gi"}
+    path.write_text(yaml.dump(document, Dumper=yaml.CSafeDumper, sort_keys=False))
+    return "gpu-3: capacity memory 80Gi -> 79Gi"
+
+
+def slice_versions(client: kubernetes.client.ApiClient, driver: str) -> dict[str, str]:
+    """name -> resourceVersion of the driver's slices (raw JSON: no model objects)."""
+    response = kubernetes.client.ResourceV1Api(client).list_resource_slice(
+        field_selector=f"spec.driver={driver}", _preload_content=False
+    )
+    items = json.loads(read_body(response))["items"]
+    return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in items}
+
+
+def demo(work: Path) -> None:
+    say("starting a local kube-apiserver + etcd (resourceslice.testing)")
+    with start_cluster() as cluster, cluster.api_client() as client:
+        kubeconfig = str(cluster.kubeconfigs["admin"])
+        print(f"  server {cluster.server}; core: {rs.core_backend()}; kubeconfig {kubeconfig}")
+        labels = {"fabric": "a"}
+        kubernetes.client.CoreV1Api(client).create_node(
+            kubernetes.client.V1Node(
+                metadata=kubernetes.client.V1ObjectMeta(name=NODE, labels=labels)
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
-    print(f"  {len(rows) - 1} slices")
+        print(f"  created Node {NODE} (label fabric=a)")
+        gpu_file, fabric_file = work / "gpu-node.yaml", work / "fabric-pool.yaml"
+        for path in (gpu_file, fabric_file):
+            shutil.copy(EXAMPLES / path.name, path)
+        access = ["--kubeconfig", kubeconfig]
+
+        say("what the GPU node's file becomes, without a cluster")
+        args = cli("plan", str(gpu_file), "--driver", GPU_DRIVER, "--node", NODE)
+        show_command(args, work)
+        result = subprocess.run(args, capture_output=True, text=True, check=True)
+        print(f"    ({len(result.stdout.splitlines())} lines of YAML) {result.stderr.strip()}")
+
+        say(f"publishing the GPU node ({GPU_DRIVER} on {NODE}), keeping it in sync")
+        gpu = Background(
+            cli("publish", str(gpu_file), "--driver", GPU_DRIVER, "--node", NODE, *access),
+            work,
+            "gpu",
+        )
+        try:
+            gpu.wait_for("watching")
+
+            say(f"publishing the network-attached pool ({FABRIC_DRIVER}, nodes with fabric=a)")
+            run(
+                cli(
+                    "publish", str(fabric_file), "--driver", FABRIC_DRIVER,
+                    "--node-selector", "fabric=a", "--once", *access,
+                ),
+                work,
+            )  # fmt: skip
+
+            say("what the cluster holds, as a scheduler sees it")
+            run(cli("status", "--driver", GPU_DRIVER, *access), work)
+            run(cli("status", "--driver", FABRIC_DRIVER, *access), work)
+
+            before = slice_versions(client, GPU_DRIVER)
+            say(f"changing one device in {gpu_file.name} ({change_one_gpu(gpu_file)})")
+            line = gpu.wait_for("synced")
+            if "0 creates, 1 update, 0 deletes" not in line:
+                raise DemoError(f"expected exactly one update, got: {line.strip()}")
+            after = slice_versions(client, GPU_DRIVER)
+            changed = sorted(name for name in after if after[name] != before.get(name))
+            print(f"  ResourceSlices rewritten: {', '.join(changed)} (resourceVersion", end=" ")
+            print(f"{before[changed[0]]} -> {after[changed[0]]}); untouched: {len(after) - 1}")
+            run(cli("status", "--driver", GPU_DRIVER, *access), work)
+        finally:
+            say("stopping the publisher (its slices stay) and the apiserver")
+            code = gpu.stop()
+        if code != 0:
+            raise DemoError(f"the publisher exited with {code}")
 
 
 def main() -> int:
-    say("starting a local kube-apiserver + etcd (resourceslice.testing)")
-    with start_cluster() as cluster:
-        print(f"  server {cluster.server}, core backend: {rs.core_backend()}")
-        client = cluster.api_client()
-        core_api = kubernetes.client.CoreV1Api(client)
-        api = kubernetes.client.ResourceV1Api(client)
-        core_api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
-
-        gpus = gpu_devices(NODE, 256)
-        say(f"publishing {len(gpus)} devices of {GPU_DRIVER} on node {NODE}")
-        node_ctrl = rs.start_controller(
-            client,
-            driver=GPU_DRIVER,
-            owner=rs.Owner(api_version="v1", kind="Node", name=NODE),
-            resources=rs.DriverResources(pools={NODE: rs.Pool(devices=gpus)}),
-        )
-        ports = fabric_devices(5000)
-        say(f"publishing a network-attached pool of {len(ports)} devices of {NET_DRIVER}")
-        selector = {
-            "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "fabric", "operator": "In", "values": ["a"]}]}
-            ]
-        }
-        fabric_ctrl = rs.start_controller(
-            client,
-            driver=NET_DRIVER,
-            resources=rs.DriverResources(
-                pools={"fabric-a": rs.Pool(devices=ports, node_selector=selector)}
-            ),
-        )
-        with node_ctrl, fabric_ctrl:
-            if not (node_ctrl.wait_synced(120) and fabric_ctrl.wait_synced(120)):
-                print("  the pools did not sync in time", file=sys.stderr)
-                return 1
-            print(f"  {GPU_DRIVER}: {node_ctrl.stats()}")
-            print(f"  {NET_DRIVER}: {fabric_ctrl.stats()}")
-            say("what the cluster now holds")
-            show_slices(api)
-
-            say("changing one device (port-01234 drops to 200G)")
-            before = fabric_ctrl.stats()
-            ports[1234]["attributes"]["speed"] = {"string": "200G"}
-            ports[1234]["capacity"]["bandwidth"] = {"value": "200G"}
-            fabric_ctrl.update(
-                rs.DriverResources(
-                    pools={"fabric-a": rs.Pool(devices=ports, node_selector=selector)}
-                )
-            )
-            if not fabric_ctrl.wait_synced(60):
-                print("  the change did not sync in time", file=sys.stderr)
-                return 1
-            after = fabric_ctrl.stats()
-            print(
-                f"  writes for that change: {after.creates - before.creates} creates, "
-                f"{after.updates - before.updates} updates, "
-                f"{after.deletes - before.deletes} deletes"
-            )
-        say("stopping the controllers (slices stay) and the apiserver")
-        client.close()
+    with tempfile.TemporaryDirectory(prefix="resourceslice-demo-") as work:
+        try:
+            demo(Path(work))
+        except DemoError as exc:
+            print(f"\ndemo failed: {exc}", file=sys.stderr)
+            return 1
+    say("done")
     return 0
 
 
