@@ -233,14 +233,14 @@ def plan_pool(
     for i, s in enumerate(slices):
         if not (write_all or is_changed[i]):
             continue
-        rec = current.get(i)
-        spec = header(s, generation, rec)
+        stored = current.get(i)
+        spec = header(s, generation, stored)
         metadata = {
             k: spec.pop(k) for k in ("ownerReferences", "labels", "annotations") if k in spec
         }
-        if rec is not None:
-            metadata["name"] = rec.name
-            metadata["resourceVersion"] = rec.resource_version
+        if stored is not None:
+            metadata["name"] = stored.name
+            metadata["resourceVersion"] = stored.resource_version
         else:
             metadata["generateName"] = name_prefix(i, driver, owner)
         spec_members = [(k, canonical.to_json(v)) for k, v in spec.items()]
@@ -254,8 +254,8 @@ def plan_pool(
                 ("spec", _write_object(spec_members)),
             ]
         ).encode()
-        if rec is not None:
-            updates.append((rec.name, body))
+        if stored is not None:
+            updates.append((stored.name, body))
         else:
             creates.append(body)
     return Plan(generation, count, wanted.device_count(), deletes, updates, creates)

@@ -188,7 +188,8 @@ def _integer_part(magnitude: int, scale: int) -> tuple[int, int]:
     """``divmod(magnitude * 10**-scale, 1)`` as integers (remainder in units of 10**-scale)."""
     if scale <= 0:
         return magnitude * 10**-scale, 0
-    return divmod(magnitude, 10**scale)
+    integer, remainder = divmod(magnitude, 10**scale)
+    return integer, remainder
 
 
 def parse_quantity(text: str) -> Quantity | None:

@@ -151,7 +151,7 @@ def _utf8_ok(s: str) -> bool:
 def to_node(obj: Any) -> Node:
     """Python data -> the input tree: dict members sorted, refused values marked."""
     if obj is None or isinstance(obj, bool):
-        return obj  # type: ignore[no-any-return]
+        return obj
     if isinstance(obj, str):
         return obj if _utf8_ok(obj) else _BAD_STR
     if isinstance(obj, int):
