@@ -137,3 +137,68 @@ def test_cores_agree_and_converge(steps: list[tuple[Any, ...]], max_bytes: int) 
                 _check_slices(stored["python"][name], pools[name], max_bytes)
             else:
                 assert stored["python"][name] == []
+
+
+_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(1 << 64), 1 << 64),
+    st.floats(allow_nan=False),
+    st.sampled_from(
+        [
+            "",
+            "a",
+            "x" * 70,
+            "1Gi",
+            "0.5",
+            "1.2.3",
+            "\udcff",
+            "NoSchedule",
+            "1.0.0",
+            "2026-01-02T03:04:05Z",
+            "k",
+            "a/b",
+            "Bad Key",
+        ]
+    ),
+)
+_json = st.recursive(
+    _leaf,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["int", "string", "value", "key", "effect", "x", "a/b"]),
+            inner,
+            max_size=3,
+        )
+    ),
+    max_leaves=8,
+)
+_fields = st.sampled_from(
+    [
+        "name",
+        "attributes",
+        "capacity",
+        "taints",
+        "consumesCounters",
+        "bindingConditions",
+        "nodeName",
+        "allNodes",
+        "allowMultipleAllocations",
+        "extra",
+    ]
+)
+_messy_device = st.dictionaries(_fields, _json, max_size=4).map(
+    lambda d: {"name": "dev", **d} if "name" not in d else d
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_messy_device, max_size=4), st.booleans())
+def test_cores_report_the_same_errors(devices: list[dict[str, Any]], explicit: bool) -> None:
+    spec = pool(None, slices=[{"devices": devices}]) if explicit else pool(devices)
+    results = [core.prepare_desired(DRIVER, {"p": spec}, 1 << 20) for core in (_pycore, _core)]
+    assert results[0][1] == results[1][1]
+    if results[0][0] is not None:
+        plans = [c.plan_pool(r[0], "p", [], OWNER, "n") for c, r in zip((_pycore, _core), results)]
+        assert _summary(plans[0]) == _summary(plans[1])
