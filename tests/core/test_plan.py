@@ -91,3 +91,41 @@ def test_driver_generation_wins_and_pool_removal_deletes_all(core: ModuleType) -
     gone = core.plan_pool(prepare(core, {}), "p", records, None, None)
     assert gone.deletes == [(r.name, r.uid, r.resource_version) for r in records]
     assert (gone.generation, gone.updates, gone.creates) == (0, [], [])
+
+
+def test_two_changed_slices_bump_the_generation_and_rewrite_all(core: ModuleType) -> None:
+    base = devices(300)
+    records = apply(core, core.plan_pool(prepare(core, {"p": pool(base)}), "p", [], None, None), [])
+    edited = [dict(d) for d in base]
+    edited[0]["attributes"] = {"index": {"int": -1}}
+    edited[200]["attributes"] = {"index": {"int": -2}}
+    plan = core.plan_pool(prepare(core, {"p": pool(edited)}), "p", records, None, None)
+    assert plan.generation == 2 and len(plan.updates) == 3 and plan.creates == []
+    assert {b["spec"]["pool"]["generation"] for b in bodies(plan)} == {2}
+    assert sorted(n for n, _ in plan.updates) == sorted(r.name for r in records)
+
+
+def test_labels_and_annotations_are_echoed_on_update(core: ModuleType) -> None:
+    records = apply(
+        core, core.plan_pool(prepare(core, {"p": pool(devices(1))}), "p", [], None, None), []
+    )
+    obj = json.loads(
+        core.plan_pool(prepare(core, {"p": pool(devices(1))}), "p", [], None, None).creates[0]
+    )
+    obj["metadata"] = {
+        "name": records[0].name,
+        "uid": "u",
+        "resourceVersion": "3",
+        "labels": {"team": "x"},
+        "annotations": {"note": "y"},
+    }
+    labelled = core.decode_slice(json.dumps(obj).encode())
+    plan = core.plan_pool(prepare(core, {"p": pool(devices(2))}), "p", [labelled], None, None)
+    ((_, body),) = plan.updates
+    meta = json.loads(body)["metadata"]
+    assert meta == {
+        "name": records[0].name,
+        "resourceVersion": "3",
+        "labels": {"team": "x"},
+        "annotations": {"note": "y"},
+    }
