@@ -178,7 +178,10 @@ class TestCluster:
 
     def api_client(self, user: str = "admin") -> kubernetes.client.ApiClient:
         """A new client authenticated as ``user``."""
-        return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfigs[user]))
+        client: kubernetes.client.ApiClient = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.kubeconfigs[user])
+        )
+        return client
 
     def start(self, timeout: float = 180.0) -> None:
         """Start the process and wait until ``/readyz`` answers ok."""

@@ -31,4 +31,4 @@ def kube_client(kube_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClie
     try:
         yield client
     finally:
-        client.close()
+        client.close()  # type: ignore[no-untyped-call]
