@@ -38,18 +38,15 @@ class ClusterError(RuntimeError):
 
 
 def module_dir() -> Path:
-    """Where the Go module of the server is: shipped in the package, or the repository's."""
+    """The Go module of the server, shipped inside this package (``apiserver/``)."""
     override = os.environ.get("RESOURCESLICE_TESTCLUSTER_SRC")
-    candidates = [Path(override)] if override else []
-    candidates += [_PACKAGE_DIR / "cluster", _PACKAGE_DIR.parents[2] / "tests" / "cluster"]
-    for candidate in candidates:
-        if (candidate / "go.mod").is_file():
-            return candidate
-    raise ClusterError(
-        "the testcluster Go module was not found (looked in "
-        + ", ".join(str(c) for c in candidates)
-        + "); set RESOURCESLICE_TESTCLUSTER_SRC to its directory"
-    )
+    candidate = Path(override) if override else _PACKAGE_DIR / "apiserver"
+    if not (candidate / "go.mod").is_file():
+        raise ClusterError(
+            f"the testcluster Go module was not found in {candidate}; "
+            "set RESOURCESLICE_TESTCLUSTER_SRC to its directory"
+        )
+    return candidate
 
 
 def cache_dir() -> Path:

@@ -3,7 +3,7 @@
 // (null when Go refuses the input) and the exact value as "<mantissa>e<exponent>"
 // with trailing zeros moved into the exponent ("0" for zero).
 //
-//	cd tests/cluster && GOFLAGS=-mod=mod go run ./cmd/quantityvectors > ../vectors/quantities.json
+//	cd tests/vectors/gen && GOFLAGS=-mod=mod go run . > ../quantities.json
 package main
 
 import (
