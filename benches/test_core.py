@@ -11,6 +11,7 @@ Run: ``.venv/bin/pytest benches/test_core.py --benchmark-enable``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from collections.abc import Callable
 from types import ModuleType
@@ -205,21 +206,31 @@ def relist() -> bytes:
 
 
 class _Response:
-    """What ``ApiClient.deserialize`` reads: the raw body as ``.data``."""
+    """What ``ApiClient.deserialize`` of kubernetes < 35 reads: the raw body as ``.data``."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
 
 
+def client_deserializer() -> Callable[[bytes], Any]:
+    """The client's deserialisation of a ``V1ResourceSliceList`` body, in either signature."""
+    from kubernetes.client import ApiClient
+
+    client = ApiClient()
+    if "response_text" in inspect.signature(client.deserialize).parameters:
+        return lambda data: client.deserialize(
+            data.decode(), "V1ResourceSliceList", "application/json"
+        )
+    return lambda data: client.deserialize(_Response(data), "V1ResourceSliceList")
+
+
 @pytest.mark.parametrize("decoder", ["rust", "python", "client"])
 def test_decode_relist(benchmark: Any, decoder: str, relist: bytes) -> None:
     if decoder == "client":
-        from kubernetes.client import ApiClient
-
-        client = ApiClient()
+        deserialize = client_deserializer()
 
         def decode() -> int:
-            result = client.deserialize(_Response(relist), "V1ResourceSliceList")
+            result = deserialize(relist)
             return sum(len(item.spec.devices) for item in result.items)
     else:
         core = load_core(decoder)
