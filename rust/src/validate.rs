@@ -912,6 +912,30 @@ fn check_pool<'i>(
     })
 }
 
+/// Every counter set the pool's slices share, read without reporting (the checks that
+/// report come later, in traversal order): the API keeps sharedCounters and devices in
+/// different slices, so a device refers to counter sets across the pool.
+fn pool_counter_sets<'i>(slices: &'i [Input<'i>]) -> CounterSets<'i> {
+    let mut sets = CounterSets::new();
+    for item in slices {
+        let Input::Dict(entries) = item else { continue };
+        let Some(Input::List(shared)) = get(entries, "sharedCounters") else {
+            continue;
+        };
+        for set in shared {
+            let Input::Dict(set) = set else { continue };
+            let Some(Input::Str(name)) = get(set, "name") else {
+                continue;
+            };
+            let counters = sets.entry(*name).or_default();
+            if let Some(Input::Dict(c)) = get(set, "counters") {
+                counters.extend(c.iter().map(|(k, _)| *k));
+            }
+        }
+    }
+    sets
+}
+
 fn check_slices<'i>(
     e: &mut Errors<'i>,
     v: &'i Input<'i>,
@@ -921,7 +945,8 @@ fn check_slices<'i>(
     let Some(items) = check_list(e, v) else {
         return Vec::new();
     };
-    // Counter set names are unique in the whole pool, so collect them all first.
+    let pool_sets = pool_counter_sets(items);
+    // Counter set names are unique in the whole pool.
     let mut set_names: HashSet<&str> = HashSet::new();
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
@@ -942,7 +967,6 @@ fn check_slices<'i>(
             if has_devices && has_counters {
                 e.report("a slice has devices or sharedCounters, not both");
             }
-            let mut sets = CounterSets::new();
             let shared_value = shared.and_then(|s| {
                 e.at(Seg::Field("sharedCounters"), |e| {
                     let list = check_list(e, s)?;
@@ -952,13 +976,12 @@ fn check_slices<'i>(
                             let Some(entries) = check_dict(e, set) else {
                                 return;
                             };
-                            let set_name = match get(entries, "name") {
-                                None => {
-                                    e.report("name is required");
-                                    None
-                                }
+                            match get(entries, "name") {
+                                None => e.report("name is required"),
                                 Some(n) => e.at(Seg::Field("name"), |e| {
-                                    let n = check_str(e, n)?;
+                                    let Some(n) = check_str(e, n) else {
+                                        return;
+                                    };
                                     if !is_dns_label(n) {
                                         e.report("must be a DNS label");
                                     }
@@ -968,20 +991,17 @@ fn check_slices<'i>(
                                             canonical::quote(n)
                                         ));
                                     }
-                                    Some(n)
                                 }),
-                            };
-                            let counters = match get(entries, "counters") {
-                                None => Vec::new(),
-                                Some(c) => e.at(Seg::Field("counters"), |e| check_counters(e, c)),
-                            };
+                            }
+                            if let Some(c) = get(entries, "counters") {
+                                e.at(Seg::Field("counters"), |e| {
+                                    check_counters(e, c);
+                                });
+                            }
                             for (k, x) in entries {
                                 if *k != "name" && *k != "counters" {
                                     e.at(Seg::Field(k), |e| check_generic(e, x));
                                 }
-                            }
-                            if let Some(n) = set_name {
-                                sets.insert(n, counters.into_iter().collect());
                             }
                         });
                     }
@@ -994,7 +1014,7 @@ fn check_slices<'i>(
             });
             let ctx = DeviceContext {
                 per_device_node_selection: per_device,
-                counter_sets: &sets,
+                counter_sets: &pool_sets,
             };
             let slice_devices = match devices {
                 None => Vec::new(),

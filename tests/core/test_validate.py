@@ -159,12 +159,8 @@ def test_per_device_node_selection(core: ModuleType) -> None:
     )
 
 
-def test_counters(core: ModuleType, request: pytest.FixtureRequest) -> None:
+def test_counters(core: ModuleType) -> None:
     """Devices consume counter sets that other slices of the pool share."""
-    if core.__name__ == "resourceslice._core":
-        request.applymarker(
-            pytest.mark.xfail(strict=False, reason="rust core in progress: pool-wide counter sets")
-        )
     shared = {"sharedCounters": [{"name": "set", "counters": {"mem": {"value": "1Gi"}}}]}
     uses = {
         "name": "a",
