@@ -313,7 +313,11 @@ class Controller:
     def _execute(self, pool: str, plan: Plan, version: int) -> None:
         # Deletes first: they free the names and the room; then updates, then creates, so a
         # consumer never sees more slices of the new generation than resourceSliceCount.
+        # stop() ends a sync between two writes: a large pool's publish must not go on writing
+        # after the caller was told the controller stopped.
         for name, uid, resource_version in plan.deletes:
+            if self._stopped:
+                return
             try:
                 read_body(
                     self._resource_api.delete_resource_slice(
@@ -334,10 +338,14 @@ class Controller:
                 self._count("deletes")
             self._mutations.deleted(pool, name, uid)
         for name, body in plan.updates:
+            if self._stopped:
+                return
             response = send_json(self._client_or_fail(), "PUT", f"{_SLICES_PATH}/{name}", body)
             self._count("updates")
             self._stored(pool, version, body, core.decode_slice(response))
         for body in plan.creates:
+            if self._stopped:
+                return
             response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
             self._count("creates")
             self._stored(pool, version, body, core.decode_slice(response))

@@ -1,0 +1,173 @@
+"""Faults of the apiserver process itself: killed mid-publish, frozen, and stop() meanwhile.
+
+These tests kill and freeze the server, so they run on an apiserver of their own, never the
+session's. Each records its row of the fault table (see faults.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import resourceslice as rs
+from resourceslice import _http, controller, informer
+from resourceslice.testing import TestCluster, start_cluster
+
+from .faults import FAULT_TABLE, FaultOutcome, Observer, problems, settle
+
+from integration.controller_env import ControllerEnv, device, pools, wait_until  # isort: skip
+
+pytestmark = [pytest.mark.integration, pytest.mark.fault]
+
+LARGE = 5_000  # 40 slices: long enough a publish to be interrupted in the middle
+FAST = {"sync_delay": 0.5, "mutation_cache_ttl": 2.0}
+
+
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[TestCluster]:
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+class Run:
+    """A driver on the test's own cluster, watched by an observer, with its fault row."""
+
+    def __init__(self, cluster: TestCluster, fault: str, driver: str) -> None:
+        self.cluster = cluster
+        self.fault = fault
+        self.env = ControllerEnv(cluster, driver)
+        self.observer = Observer(cluster, driver)
+
+    def finish(self, ctrl: rs.Controller, wanted: dict[str, Any], since: float) -> FaultOutcome:
+        """Wait for convergence, record the row and check it: exact, no duplicates seen."""
+        settle(ctrl, self.env, wanted)
+        outcome = FaultOutcome(
+            self.fault,
+            converged=not problems(self.env.slices(), wanted),
+            seconds=time.monotonic() - since,
+            writes=self.env.counter.writes(),
+            duplicates=self.observer.max_duplicates,
+        )
+        FAULT_TABLE.append(outcome)
+        print(outcome.row())
+        assert outcome.converged
+        assert outcome.duplicates == 0
+        return outcome
+
+    def close(self) -> None:
+        self.cluster.resume()  # a test that failed while the server was frozen
+        self.observer.close()
+        self.env.close()
+
+
+@pytest.fixture
+def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> tuple[float, float]:
+    """Client timeouts of (1 s, 2 s): a frozen server outlasts them within a short test."""
+    timeouts = (1.0, 2.0)
+    for module in (_http, controller, informer):
+        monkeypatch.setattr(module, "REQUEST_TIMEOUT", timeouts)
+    return timeouts
+
+
+def large_pool() -> list[dict[str, Any]]:
+    return [device(i) for i in range(LARGE)]
+
+
+def test_killed_mid_publish_of_a_large_pool(own_cluster: TestCluster) -> None:
+    run = Run(own_cluster, "1 apiserver SIGKILL mid-publish, restart", "killed.example.com")
+    try:
+        wanted = {"p": large_pool()}
+        ctrl = run.env.start(pools(p=rs.Pool(devices=wanted["p"])), **FAST)
+        wait_until(lambda: ctrl.stats().creates >= 8)
+        own_cluster.kill()
+        since = time.monotonic()
+        own_cluster.start()
+        outcome = run.finish(ctrl, wanted, since)
+        # 40 slices: each created once, plus at most a rewrite of those that existed when the
+        # generation had to move on; never a storm.
+        assert 40 <= outcome.writes.get("POST", 0) <= 41
+        assert sum(outcome.writes.values()) <= 2 * 40
+    finally:
+        run.close()
+
+
+def test_frozen_longer_than_client_timeouts(
+    own_cluster: TestCluster, short_timeouts: tuple[float, float]
+) -> None:
+    run = Run(own_cluster, "2 apiserver SIGSTOP > client timeouts", "frozen.example.com")
+    try:
+        devices = [device(i) for i in range(300)]
+        ctrl = run.env.start_synced(pools(p=rs.Pool(devices=devices)), **FAST)
+        run.env.counter.reset()
+        own_cluster.freeze()
+        devices = [*devices[1:], device(1000), device(1001)]
+        ctrl.update(pools(p=rs.Pool(devices=devices)))
+        # The writes time out: the server is frozen for longer than the client waits.
+        wait_until(lambda: any("timed out" in str(e).lower() for e, _ in run.env.errors))
+        own_cluster.resume()
+        since = time.monotonic()
+        outcome = run.finish(ctrl, {"p": devices}, since)
+        assert sum(outcome.writes.values()) <= 6
+    finally:
+        run.close()
+
+
+def test_stop_during_a_sync_leaves_the_slices(own_cluster: TestCluster) -> None:
+    run = Run(own_cluster, "7a stop() during a sync, then a new controller", "stopsync.example.com")
+    try:
+        wanted = {"p": large_pool()}
+        resources = pools(p=rs.Pool(devices=wanted["p"]))
+        ctrl = run.env.start(resources, **FAST)
+        wait_until(lambda: ctrl.stats().creates >= 5)
+        began = time.monotonic()
+        ctrl.stop()
+        # Between two writes: stop() neither waits for the rest of the publish nor lets the
+        # worker go on with it.
+        assert time.monotonic() - began < 2.0
+        assert not ctrl._worker.is_alive()
+        left = {s["metadata"]["uid"] for s in run.env.slices()}
+        assert 5 <= len(left) < 40
+        since = time.monotonic()
+        run.env.new_counter()
+        second = run.env.start(resources, **FAST)
+        outcome = run.finish(second, wanted, since)
+        # The slices the stopped controller left were taken over (updated), not replaced.
+        assert left <= {s["metadata"]["uid"] for s in run.env.slices()}
+        assert "DELETE" not in outcome.writes
+        second.stop()
+        # A third start on the finished publish adopts it as it is.
+        run.env.new_counter()
+        third = run.env.start_synced(resources, **FAST)
+        settle(third, run.env, wanted)
+        assert run.env.counter.writes() == {}
+    finally:
+        run.close()
+
+
+def test_stop_during_a_reconnect(own_cluster: TestCluster) -> None:
+    run = Run(own_cluster, "7b stop() during a reconnect, then adopt", "stopreconnect.example.com")
+    try:
+        wanted = {"p": [device(i) for i in range(300)]}
+        resources = pools(p=rs.Pool(devices=wanted["p"]))
+        ctrl = run.env.start_synced(resources, **FAST)
+        own_cluster.kill()
+        wait_until(lambda: run.env.errors)  # the informer is reconnecting with backoff
+        began = time.monotonic()
+        ctrl.stop()
+        assert time.monotonic() - began < 2.0
+        assert not ctrl._informer._thread.is_alive()
+        own_cluster.start()
+        since = time.monotonic()
+        assert len(run.env.slices()) == 3
+        run.env.new_counter()
+        second = run.env.start(resources, **FAST)
+        outcome = run.finish(second, wanted, since)
+        assert outcome.writes == {}
+    finally:
+        run.close()
