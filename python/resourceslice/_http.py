@@ -17,6 +17,8 @@ from kubernetes.client.rest import RESTResponse
 
 #: (connect, read) seconds: a hung apiserver must not stall a worker forever.
 REQUEST_TIMEOUT = (10.0, 60.0)
+#: The longest ``Retry-After`` honoured, in seconds.
+MAX_RETRY_AFTER = 60.0
 
 
 def send_json(api_client: ApiClient, method: str, path: str, body: bytes) -> bytes:
@@ -42,6 +44,20 @@ def send_json(api_client: ApiClient, method: str, path: str, body: bytes) -> byt
         raise ApiException.from_response(http_resp=wrapped, body=text, data=None)
     data: bytes = response.data
     return data
+
+
+def retry_after(exc: BaseException) -> float:
+    """Seconds an overloaded apiserver asked us to wait (429/503 ``Retry-After``), else 0.
+
+    Capped, so a bogus header cannot park a pool for hours.
+    """
+    if not isinstance(exc, ApiException) or exc.status not in (429, 503) or not exc.headers:
+        return 0.0
+    try:
+        seconds = float(exc.headers.get("Retry-After", 0))
+    except (TypeError, ValueError):
+        return 0.0
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
 def read_body(response: Any) -> bytes:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, send_json
+from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after, send_json
 from resourceslice.api import (
     DriverResources,
     DroppedFieldsError,
@@ -265,7 +265,7 @@ class Controller:
                 self._sync(pool)
             except Exception as exc:
                 self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
-                self._queue.add_rate_limited(pool)
+                self._queue.add_rate_limited(pool, at_least=retry_after(exc))
             else:
                 self._queue.forget(pool)
             finally:

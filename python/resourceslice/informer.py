@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from kubernetes.client import ApiClient, ResourceV1Api
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body
+from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -110,6 +110,7 @@ class SliceInformer:
     def _run(self) -> None:
         delay = _BACKOFF_START
         while not self._stopping.is_set():
+            asked = 0.0  # Retry-After of an overloaded server
             try:
                 if self._version is None:
                     self._version = self._list()
@@ -126,6 +127,7 @@ class SliceInformer:
                 if exc.status == 410:
                     self._version = None
                     continue
+                asked = retry_after(exc)
                 self._on_error(exc, "listing/watching ResourceSlices")
             except ValueError as exc:
                 # A response the core cannot decode: start over from a fresh list.
@@ -137,7 +139,7 @@ class SliceInformer:
                 if self._stopping.is_set():
                     break
                 self._on_error(exc, "watching ResourceSlices")
-            self._stopping.wait(delay * random.uniform(0.8, 1.2))
+            self._stopping.wait(max(delay * random.uniform(0.8, 1.2), asked))
             delay = min(delay * 2, _BACKOFF_MAX)
 
     def _list(self) -> str:

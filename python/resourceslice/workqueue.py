@@ -127,10 +127,14 @@ class WorkQueue(Generic[T]):
             # A worker may be sleeping until a later due time: let it recompute.
             self._cond.notify_all()
 
-    def add_rate_limited(self, item: T) -> None:
-        """Retry ``item`` after its backoff (the longer of per-item and overall limits)."""
+    def add_rate_limited(self, item: T, at_least: float = 0.0) -> None:
+        """Retry ``item`` after its backoff (the longer of per-item and overall limits).
+
+        ``at_least``: a delay the server asked for (``Retry-After``), which the backoff must
+        not undercut.
+        """
         with self._cond:
-            delay = max(self._backoff.when(item), self._bucket.when())
+            delay = max(self._backoff.when(item), self._bucket.when(), at_least)
         self.add_after(item, delay)
 
     def forget(self, item: T) -> None:

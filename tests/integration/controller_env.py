@@ -45,9 +45,10 @@ def wait_until(condition: Callable[[], Any], timeout: float = SYNC_TIMEOUT) -> A
 
 
 class ControllerEnv:
-    def __init__(self, cluster: TestCluster, driver: str) -> None:
+    def __init__(self, cluster: TestCluster, driver: str, user: str = "admin") -> None:
         self.cluster = cluster
         self.driver = driver
+        self.user = user  # whom the controllers' clients authenticate as
         self.errors: list[tuple[BaseException, str]] = []
         # Inspection and external edits go through a client of their own: not counted.
         self.admin = cluster.api_client("admin")
@@ -58,7 +59,7 @@ class ControllerEnv:
 
     def new_counter(self) -> RequestCounter:
         """A fresh counted client for the next controller (``self.counter`` follows it)."""
-        client = self.cluster.api_client("admin")
+        client = self.cluster.api_client(self.user)
         self._clients.append(client)
         self.counter = RequestCounter(client)
         self._client = client

@@ -18,6 +18,7 @@ from typing import Any
 import kubernetes.client
 
 import resourceslice as rs
+from integration.controller_env import ControllerEnv
 from resourceslice.testing import TestCluster
 
 
@@ -175,6 +176,37 @@ class Observer:
         self._stopping.set()
         self._thread.join(15)
         self._client.close()
+
+
+class Run:
+    """A driver on the test's own cluster, watched by an observer, with its fault row."""
+
+    def __init__(self, cluster: TestCluster, fault: str, driver: str, user: str = "admin") -> None:
+        self.cluster = cluster
+        self.fault = fault
+        self.env = ControllerEnv(cluster, driver, user)
+        self.observer = Observer(cluster, driver)
+
+    def finish(self, ctrl: rs.Controller, wanted: dict[str, Any], since: float) -> FaultOutcome:
+        """Wait for convergence, record the row and check it: exact, no duplicates seen."""
+        settle(ctrl, self.env, wanted)
+        outcome = FaultOutcome(
+            self.fault,
+            converged=not problems(self.env.slices(), wanted),
+            seconds=time.monotonic() - since,
+            writes=self.env.counter.writes(),
+            duplicates=self.observer.max_duplicates,
+        )
+        FAULT_TABLE.append(outcome)
+        print(outcome.row())
+        assert outcome.converged
+        assert outcome.duplicates == 0
+        return outcome
+
+    def close(self) -> None:
+        self.cluster.resume()  # a test that failed while the server was frozen
+        self.observer.close()
+        self.env.close()
 
 
 def settle(

@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
+from integration.controller_env import device, pools, wait_until
 from resourceslice import _http, controller, informer
 from resourceslice.testing import TestCluster, start_cluster
 
-from .faults import FAULT_TABLE, FaultOutcome, Observer, problems, settle
-
-from integration.controller_env import ControllerEnv, device, pools, wait_until  # isort: skip
+from .faults import Run, settle
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
@@ -33,37 +32,6 @@ def own_cluster() -> Iterator[TestCluster]:
         yield cluster
     finally:
         cluster.close()
-
-
-class Run:
-    """A driver on the test's own cluster, watched by an observer, with its fault row."""
-
-    def __init__(self, cluster: TestCluster, fault: str, driver: str) -> None:
-        self.cluster = cluster
-        self.fault = fault
-        self.env = ControllerEnv(cluster, driver)
-        self.observer = Observer(cluster, driver)
-
-    def finish(self, ctrl: rs.Controller, wanted: dict[str, Any], since: float) -> FaultOutcome:
-        """Wait for convergence, record the row and check it: exact, no duplicates seen."""
-        settle(ctrl, self.env, wanted)
-        outcome = FaultOutcome(
-            self.fault,
-            converged=not problems(self.env.slices(), wanted),
-            seconds=time.monotonic() - since,
-            writes=self.env.counter.writes(),
-            duplicates=self.observer.max_duplicates,
-        )
-        FAULT_TABLE.append(outcome)
-        print(outcome.row())
-        assert outcome.converged
-        assert outcome.duplicates == 0
-        return outcome
-
-    def close(self) -> None:
-        self.cluster.resume()  # a test that failed while the server was frozen
-        self.observer.close()
-        self.env.close()
 
 
 @pytest.fixture
