@@ -44,6 +44,15 @@ class _Gone(Exception):
     """The watch's resourceVersion is too old (410): only a new list can continue."""
 
 
+class _StreamError(ApiException):
+    """An ERROR event other than 410 inside a watch stream.
+
+    The server could not go on from that resourceVersion (e.g. 500 "PrevKv=nil" when a
+    watch resumes right at an etcd compaction), so resuming from it would fail again
+    forever: like client-go's reflector, start over with a list.
+    """
+
+
 def field_selector(driver: str, node_name: str | None, all_pools_of_driver: bool) -> str:
     """``spec.driver=<driver>`` plus the node filter.
 
@@ -127,6 +136,8 @@ class SliceInformer:
                 if exc.status == 410:
                     self._version = None
                     continue
+                if isinstance(exc, _StreamError):
+                    self._version = None
                 asked = retry_after(exc)
                 self._on_error(exc, "listing/watching ResourceSlices")
             except ValueError as exc:
@@ -201,7 +212,7 @@ class SliceInformer:
             status = json.loads(version)
             if status.get("code") == 410:
                 raise _Gone(status.get("message", ""))
-            raise ApiException(status=status.get("code", 0), reason=status.get("message", ""))
+            raise _StreamError(status=status.get("code", 0), reason=status.get("message", ""))
         if kind == "BOOKMARK" or record is None:
             return version or resource_version
         if kind == "DELETED":

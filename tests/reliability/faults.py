@@ -228,4 +228,5 @@ def settle(
             if not last:
                 return time.monotonic() - started
         time.sleep(0.05)  # polling the cluster: there is no event to wait on
-    raise AssertionError(f"not converged within {timeout}s: {last}; errors: {env.errors[-3:]}")
+    errors = [f"{message}: {exc!s:.300}" for exc, message in env.errors[-3:]]
+    raise AssertionError(f"not converged within {timeout}s: {last}; last errors: {errors}")
