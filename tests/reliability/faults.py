@@ -20,6 +20,7 @@ import kubernetes.client
 import resourceslice as rs
 from integration.controller_env import ControllerEnv
 from resourceslice.testing import TestCluster
+from resourceslice.testing.counting import RequestCounter
 
 
 @dataclass(frozen=True)
@@ -187,20 +188,33 @@ class Run:
         self.env = ControllerEnv(cluster, driver, user)
         self.observer = Observer(cluster, driver)
 
-    def finish(self, ctrl: rs.Controller, wanted: dict[str, Any], since: float) -> FaultOutcome:
-        """Wait for convergence, record the row and check it: exact, no duplicates seen."""
-        settle(ctrl, self.env, wanted)
+    def finish(
+        self,
+        ctrl: rs.Controller,
+        wanted: dict[str, Any],
+        since: float,
+        *others: rs.Controller,
+        counters: Sequence[RequestCounter] = (),
+        duplicates_allowed: bool = False,
+    ) -> FaultOutcome:
+        """Wait for convergence (of ``others`` too), record the row and check it.
+
+        Writes: of ``counters``, or else of the environment's current counter. Exact, and no
+        duplicates seen unless the fault itself makes them (two controllers).
+        """
+        for each in (ctrl, *others):
+            settle(each, self.env, wanted)
         outcome = FaultOutcome(
             self.fault,
             converged=not problems(self.env.slices(), wanted),
             seconds=time.monotonic() - since,
-            writes=self.env.counter.writes(),
+            writes=sum((Counter(c.writes()) for c in counters or [self.env.counter]), Counter()),
             duplicates=self.observer.max_duplicates,
         )
         FAULT_TABLE.append(outcome)
         print(outcome.row())
         assert outcome.converged
-        assert outcome.duplicates == 0
+        assert duplicates_allowed or outcome.duplicates == 0
         return outcome
 
     def close(self) -> None:

@@ -1,0 +1,103 @@
+"""Other writers: hand edits of managed slices, and a second controller for the same driver.
+
+On the session's apiserver; each test has drivers of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import resourceslice as rs
+from integration.controller_env import ControllerEnv, device, driver_name, pools
+from resourceslice.testing import TestCluster
+
+from .faults import Run
+
+pytestmark = [pytest.mark.integration, pytest.mark.fault]
+
+NODE = "node-a"
+OWNER = rs.Owner(
+    api_version="v1", kind="Node", name=NODE, uid="0d1e5e1f-0000-4000-8000-00000000000a"
+)
+OTHER = "other-driver.example.com"
+FAST: dict[str, Any] = {"sync_delay": 0.5, "mutation_cache_ttl": 2.0, "owner": OWNER}
+
+
+@pytest.fixture
+def run(kube_cluster: TestCluster, request: pytest.FixtureRequest) -> Iterator[Run]:
+    r = Run(kube_cluster, "", driver_name(request.node.name))
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def node_slice(env: ControllerEnv, name: str, pool: str, node: str, **spec: Any) -> Any:
+    body = env.slice_body(name, pool, 1, 1, **spec)
+    del body["spec"]["allNodes"]
+    body["spec"]["nodeName"] = node
+    return body
+
+
+def versions(slices: list[dict[str, Any]]) -> dict[str, str]:
+    return {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in slices}
+
+
+def test_hand_edits_are_healed_foreign_slices_untouched(run: Run) -> None:
+    env = run.env
+    wanted = {NODE: [device(i) for i in range(300)]}  # 3 slices
+    ctrl = env.start_synced(pools(**{NODE: rs.Pool(devices=wanted[NODE])}), **FAST)
+    # Not ours: our driver on another node, and another driver on our node.
+    other_driver = node_slice(env, f"00000-{OTHER}-{NODE}-", NODE, NODE, devices=[device(0)])
+    other_driver["spec"]["driver"] = OTHER
+    foreign = [
+        env.create_slice(node_slice(env, f"00000-{env.driver}-node-b-", "node-b", "node-b")),
+        env.create_slice(other_driver),
+    ]
+    # The driver's slices as a whole: ours exactly, and node-b's (empty) pool left as it is.
+    wanted["node-b"] = []
+
+    def heal(fault: str, edit: Any) -> None:
+        env.counter.reset()
+        run.fault = fault
+        edit(env.slices(NODE))
+        since = time.monotonic()
+        outcome = run.finish(ctrl, wanted, since)
+        # Not at once: the controller waits sync_delay before acting on a watch event.
+        assert outcome.seconds >= FAST["sync_delay"]
+        assert sum(outcome.writes.values()) <= 4
+
+    def edited(slices: list[dict[str, Any]]) -> None:
+        first = slices[0]
+        first["spec"]["devices"][0]["attributes"]["model"] = {"string": "tampered"}
+        env.replace_slice(first)
+
+    def deleted(slices: list[dict[str, Any]]) -> None:
+        env.api.delete_resource_slice(slices[1]["metadata"]["name"], _preload_content=False)
+
+    def added(slices: list[dict[str, Any]]) -> None:
+        pool = slices[0]["spec"]["pool"]
+        extra = node_slice(env, f"00003-{env.driver}-{NODE}-", NODE, NODE, devices=[device(10_000)])
+        extra["spec"]["pool"] = pool
+        env.create_slice(extra)
+
+    heal("4a another client edits a managed slice", edited)
+    heal("4b another client deletes a managed slice", deleted)
+    heal("4c another client adds a slice to the pool", added)
+    # The added slice was the one delete; the foreign slices are as they were created.
+    assert env.counter.writes().get("DELETE") == 1
+    try:
+        for before in foreign:
+            after = json.loads(
+                env.api.read_resource_slice(before["metadata"]["name"], _preload_content=False).data
+            )
+            assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    finally:
+        env.api.delete_collection_resource_slice(
+            field_selector=f"spec.driver={OTHER}", _preload_content=False
+        )
