@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from resourceslice._backend import core_backend
 from resourceslice.api import (
+    ConflictingWriterError,
     DriverResources,
     DroppedFieldsError,
     Owner,
@@ -19,6 +20,7 @@ from resourceslice.api import (
 from resourceslice.controller import Controller, ErrorHandler, start_controller
 
 __all__ = [
+    "ConflictingWriterError",
     "Controller",
     "DriverResources",
     "DroppedFieldsError",

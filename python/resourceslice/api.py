@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ConflictingWriterError",
     "DriverResources",
     "DroppedFieldsError",
     "Owner",
@@ -101,6 +102,23 @@ class DroppedFieldsError(Exception):
         super().__init__(
             f"pool {pool!r}, slice {slice_name!r}: the apiserver dropped some fields, "
             "probably because the features they need are disabled in the cluster"
+        )
+
+
+class ConflictingWriterError(Exception):
+    """Someone else changed a slice this controller wrote; it is being put back.
+
+    Reported (not raised) through the error handler each time the controller overwrites
+    another writer's change. Repeated reports for one pool mean a fight: usually a second
+    controller for the same driver and node with a different desired state.
+    """
+
+    def __init__(self, pool: str, slice_name: str) -> None:
+        self.pool = pool
+        self.slice_name = slice_name
+        super().__init__(
+            f"pool {pool!r}, slice {slice_name!r}: changed by another writer since this "
+            "controller wrote it; restoring the desired state"
         )
 
 

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after, send_json
 from resourceslice.api import (
+    ConflictingWriterError,
     DriverResources,
     DroppedFieldsError,
     Owner,
@@ -101,6 +102,9 @@ class Controller:
         self._version = 0
         self._dirty: set[str] = set(self._desired.pool_names())
         self._dropped: dict[str, _DroppedFields] = {}
+        # Slice name -> resourceVersion of this controller's last write of it: a slice
+        # found at another version was changed by someone else (see ConflictingWriterError).
+        self._own_versions: dict[str, str] = {}
         self._counts = {"creates": 0, "updates": 0, "deletes": 0, "syncs": 0}
         self._ready = False
         self._stopped = False
@@ -299,6 +303,7 @@ class Controller:
             and _rewrites_only(plan, existing, dropped.written)
         )
         if not redundant:
+            self._report_overwrites(pool, plan, existing)
             self._execute(pool, plan, version)
         with self._lock:
             self._counts["syncs"] += 1
@@ -309,6 +314,19 @@ class Controller:
         expires_in = self._mutations.expires_in(pool)
         if expires_in is not None:
             self._queue.add_after(pool, expires_in + 0.001)
+
+    def _report_overwrites(self, pool: str, plan: Plan, existing: list[SliceRecord]) -> None:
+        versions = {record.name: record.resource_version for record in existing}
+        with self._lock:
+            overwritten = [
+                name
+                for name, _ in plan.updates
+                if self._own_versions.get(name, versions.get(name)) != versions.get(name)
+            ]
+        for name in overwritten:
+            self._report(
+                ConflictingWriterError(pool, name), f"updating ResourceSlice {name!r} of {pool!r}"
+            )
 
     def _execute(self, pool: str, plan: Plan, version: int) -> None:
         # Deletes first: they free the names and the room; then updates, then creates, so a
@@ -336,6 +354,8 @@ class Controller:
                     raise
             else:
                 self._count("deletes")
+            with self._lock:
+                self._own_versions.pop(name, None)
             self._mutations.deleted(pool, name, uid)
         for name, body in plan.updates:
             if self._stopped:
@@ -362,6 +382,7 @@ class Controller:
                 dropped = self._dropped[pool] = _DroppedFields(version)
             if dropped is not None:
                 dropped.written[actual.name] = actual.resource_version
+            self._own_versions[actual.name] = actual.resource_version
         if not same:
             self._report(
                 DroppedFieldsError(pool, actual.name),

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, driver_name, pools
+from integration.controller_env import ControllerEnv, device, driver_name, pools, wait_until
 from resourceslice.testing import TestCluster
+from resourceslice.testing.counting import RequestCounter
 
-from .faults import Run
+from .faults import Run, settle
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
@@ -87,6 +88,9 @@ def test_hand_edits_are_healed_foreign_slices_untouched(run: Run) -> None:
         env.create_slice(extra)
 
     heal("4a another client edits a managed slice", edited)
+    [(overwritten, _)] = env.errors
+    assert isinstance(overwritten, rs.ConflictingWriterError)
+    assert overwritten.slice_name == env.slices(NODE)[0]["metadata"]["name"]
     heal("4b another client deletes a managed slice", deleted)
     heal("4c another client adds a slice to the pool", added)
     # The added slice was the one delete; the foreign slices are as they were created.
@@ -101,3 +105,66 @@ def test_hand_edits_are_healed_foreign_slices_untouched(run: Run) -> None:
         env.api.delete_collection_resource_slice(
             field_selector=f"spec.driver={OTHER}", _preload_content=False
         )
+
+
+def test_two_controllers_same_desired_state(run: Run) -> None:
+    env = run.env
+    run.fault = "5a two controllers, same desired state"
+    wanted = {NODE: [device(i) for i in range(300)]}
+    resources = pools(**{NODE: rs.Pool(devices=wanted[NODE])})
+    since = time.monotonic()
+    first, first_counter = env.start(resources, **FAST), env.counter
+    second_counter = env.new_counter()
+    second = env.start(resources, **FAST)
+    # Both may create a full set at first; they agree which duplicates go, and stop there.
+    outcome = run.finish(
+        first,
+        wanted,
+        since,
+        second,
+        counters=[first_counter, second_counter],
+        duplicates_allowed=True,
+    )
+    assert sum(outcome.writes.values()) <= 4 * 3
+    for counter in (first_counter, second_counter):
+        counter.reset()
+    first.update(resources)
+    second.update(resources)
+    settle(first, env, wanted)
+    settle(second, env, wanted)
+    assert first_counter.writes() == second_counter.writes() == {}
+
+
+def test_two_controllers_different_desired_states(run: Run) -> None:
+    env = run.env
+    run.fault = "5b two controllers, different desired states"
+    one = [device(i) for i in range(10)]
+    two = [device(i, attributes={"index": {"int": -i}}) for i in range(10)]
+    reports: dict[str, list[BaseException]] = {"first": [], "second": []}
+    first_counter = env.counter
+    env.start_synced(
+        pools(**{NODE: rs.Pool(devices=one)}),
+        error_handler=lambda exc, _: reports["first"].append(exc),
+        **FAST,
+    )
+    second_counter = env.new_counter()
+    second = env.start(
+        pools(**{NODE: rs.Pool(devices=two)}),
+        error_handler=lambda exc, _: reports["second"].append(exc),
+        **FAST,
+    )
+    assert second.wait_synced(30)
+    since = time.monotonic()
+    start = writes(first_counter, second_counter)
+    # They fight: each rewrites what the other wrote. Each rewrite waits sync_delay after
+    # the other's write showed up, so 8 writes take at least 3 sync_delays: a bounded rate,
+    # not a tight loop.
+    wait_until(lambda: writes(first_counter, second_counter) >= start + 8)
+    assert time.monotonic() - since >= 3 * FAST["sync_delay"]
+    # Each side's error handler names the slice the other keeps overwriting.
+    for side in ("first", "second"):
+        assert any(isinstance(e, rs.ConflictingWriterError) for e in reports[side]), reports
+
+
+def writes(*counters: RequestCounter) -> int:
+    return sum(sum(c.writes().values()) for c in counters)
