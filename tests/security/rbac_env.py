@@ -32,6 +32,7 @@ def without_verb(role: dict[str, Any], verb: str) -> dict[str, Any]:
     trimmed = copy.deepcopy(role)
     for rule in trimmed["rules"]:
         rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+    trimmed["rules"] = [rule for rule in trimmed["rules"] if rule["verbs"]]
     return trimmed
 
 
