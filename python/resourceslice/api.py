@@ -138,27 +138,35 @@ def _model_to_plain(obj: Any) -> Any:
     return serializer.sanitize_for_serialization(obj)
 
 
-def _plain(value: Any, path: str, errors: list[str]) -> Any:
+#: Nesting the API never needs (a node selector, the deepest part, is 5 levels): deeper
+#: input is refused before it can exhaust the interpreter's recursion limit.
+_MAX_DEPTH = 32
+
+
+def _plain(value: Any, path: str, errors: list[str], depth: int = 0) -> Any:
     """Plain JSON-shaped data for ``value``; anything unrepresentable is an error at ``path``.
 
     Always builds new containers, so the controller never shares state with the caller.
     """
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
+    if depth >= _MAX_DEPTH:
+        errors.append(f"{path}: nested more than {_MAX_DEPTH} levels deep")
+        return None
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 errors.append(f"{path}: key {key!r} must be a string")
                 continue
-            out[key] = _plain(item, f"{path}[{key!r}]", errors)
+            out[key] = _plain(item, f"{path}[{key!r}]", errors, depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [_plain(item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
+        return [_plain(item, f"{path}[{i}]", errors, depth + 1) for i, item in enumerate(value)]
     if isinstance(value, datetime.datetime):
         return value.isoformat()
     if hasattr(value, "to_dict"):
-        return _plain(_model_to_plain(value), path, errors)
+        return _plain(_model_to_plain(value), path, errors, depth)
     errors.append(f"{path}: unsupported type {type(value).__name__}")
     return None
 
