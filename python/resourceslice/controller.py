@@ -112,7 +112,10 @@ class Controller:
         self._client = api_client
         if api_client is None:
             return
-        clock = clock or MonotonicClock()
+        clock = self._clock = clock or MonotonicClock()
+        # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
+        # that is overloaded, so no pool writes before then, whatever queued it.
+        self._quiet_until = 0.0
         self._resource_api = ResourceV1Api(api_client)
         self._store = SliceStore()
         self._mutations = MutationCache(mutation_cache_ttl, clock)
@@ -266,10 +269,16 @@ class Controller:
             if pool is None:
                 return
             try:
+                quiet = self._quiet_until - self._clock.now()
+                if quiet > 0:
+                    self._queue.add_after(pool, quiet)
+                    continue
                 self._sync(pool)
             except Exception as exc:
                 self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
-                self._queue.add_rate_limited(pool, at_least=retry_after(exc))
+                asked = retry_after(exc)
+                self._quiet_until = max(self._quiet_until, self._clock.now() + asked)
+                self._queue.add_rate_limited(pool, at_least=asked)
             else:
                 self._queue.forget(pool)
             finally:
