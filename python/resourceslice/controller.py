@@ -122,6 +122,7 @@ class Controller:
         self._queue: WorkQueue[str] = WorkQueue(clock)
         self._informer = SliceInformer(
             api_client,
+            driver=driver,
             selector=field_selector(
                 driver,
                 owner.name if owner is not None and owner.is_node else None,

@@ -71,6 +71,7 @@ class SliceInformer:
         self,
         api_client: ApiClient,
         *,
+        driver: str,
         selector: str,
         store: SliceStore,
         on_change: ChangeHandler,
@@ -78,6 +79,7 @@ class SliceInformer:
         only_pool: str | None = None,
     ) -> None:
         self._api = ResourceV1Api(api_client)
+        self._driver = driver
         self._selector = selector
         self._store = store
         self._on_change = on_change
@@ -230,7 +232,11 @@ class SliceInformer:
         return record.resource_version
 
     def _wanted(self, record: SliceRecord) -> bool:
-        return self._only_pool is None or record.pool == self._only_pool
+        # The field selector should have kept other drivers' slices out; checking again
+        # means a misbehaving server cannot make us adopt (and then delete) one of them.
+        return record.driver == self._driver and (
+            self._only_pool is None or record.pool == self._only_pool
+        )
 
     def _notify(self, old: SliceRecord | None, new: SliceRecord | None) -> None:
         try:

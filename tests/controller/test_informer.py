@@ -108,6 +108,7 @@ class Harness:
         self.lock = threading.Lock()
         self.informer = SliceInformer(
             None,  # type: ignore[arg-type]  # the API object is replaced below
+            driver="d.example.com",
             selector="spec.driver=d.example.com",
             store=self.store,
             on_change=self.on_change,
@@ -229,6 +230,17 @@ def test_only_pool_filters_and_a_move_out_is_a_delete(stop_all: list[Harness]) -
     wait_for(lambda: len(h.changes) == 2)
     assert h.changes == [(None, "a@5"), ("a@5", None)]
     assert h.names() == {}
+
+
+def test_another_drivers_slice_is_never_stored(stop_all: list[Harness]) -> None:
+    foreign = slice_obj("f", "mine", "11")
+    foreign["spec"]["driver"] = "other.example.com"
+    watch = FakeResponse([event("ADDED", foreign), event("ADDED", slice_obj("b", "mine", "12"))])
+    h = Harness(FakeApi([list_body("10", slice_obj("a", "mine", "5"))], [watch]))
+    stop_all.append(h)
+    wait_for(lambda: len(h.changes) == 2)
+    assert h.changes == [(None, "a@5"), (None, "b@12")]
+    assert set(h.names()) == {"a", "b"}
 
 
 def test_stop_ends_a_blocked_watch(stop_all: list[Harness]) -> None:
