@@ -36,7 +36,9 @@ fmt: dev
 	$(VENV)/bin/ruff check --fix python tests benches
 	cargo fmt
 
-test: dev server
+# Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real server.
+test: lint server
+	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -m pytest
 
 bench: dev server
