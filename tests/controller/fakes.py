@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -32,12 +30,3 @@ class Rec:
     def __post_init__(self) -> None:
         if not self.uid:
             object.__setattr__(self, "uid", f"uid-{self.name}")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll ``condition`` until true; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.01)

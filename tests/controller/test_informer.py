@@ -12,8 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.store import SliceStore
-
-from .fakes import wait_for
+from resourceslice.testing import wait_until
 
 
 def slice_obj(name: str, pool: str, rv: str) -> dict[str, Any]:
@@ -163,7 +162,7 @@ def test_list_then_watch_from_its_version(stop_all: list[Harness]) -> None:
     api = FakeApi([list_body("10", slice_obj("a", "p", "5"))], [watch])
     h = Harness(api)
     stop_all.append(h)
-    wait_for(lambda: len(h.changes) == 4)
+    wait_until(lambda: len(h.changes) == 4)
     assert h.changes == [(None, "a@5"), (None, "b@11"), ("a@5", "a@12"), ("b@14", None)]
     assert h.names() == {"a": "12"}
     first_watch = api.calls[1]
@@ -184,10 +183,10 @@ def test_gone_relists_and_synthesises_deletes(stop_all: list[Harness]) -> None:
     )
     h = Harness(api)
     stop_all.append(h)
-    wait_for(lambda: len(h.changes) == 4)
+    wait_until(lambda: len(h.changes) == 4)
     assert h.changes[2:] == [(None, "c@19"), ("b@6", None)]
     assert h.names() == {"a": "5", "c": "19"}
-    wait_for(lambda: api.watch_versions() == ["10", "20"])
+    wait_until(lambda: api.watch_versions() == ["10", "20"])
     assert h.errors == []
 
 
@@ -198,8 +197,8 @@ def test_gone_on_watch_start_relists(stop_all: list[Harness]) -> None:
     )
     h = Harness(api)
     stop_all.append(h)
-    wait_for(lambda: h.names() == {"a": "29"})
-    wait_for(lambda: api.watch_versions() == ["10", "30"])
+    wait_until(lambda: h.names() == {"a": "29"})
+    wait_until(lambda: api.watch_versions() == ["10", "30"])
 
 
 def test_dropped_watch_reconnects_from_the_last_version(stop_all: list[Harness]) -> None:
@@ -210,7 +209,7 @@ def test_dropped_watch_reconnects_from_the_last_version(stop_all: list[Harness])
     api = FakeApi([list_body("10")], [dropped])
     h = Harness(api)
     stop_all.append(h)
-    wait_for(lambda: api.watch_versions() == ["10", "15"])
+    wait_until(lambda: api.watch_versions() == ["10", "15"])
     assert [type(e) for e in h.errors] == [ConnectionResetError]
     assert len([c for c in api.calls if not c.get("watch")]) == 1  # no relist needed
 
@@ -227,7 +226,7 @@ def test_only_pool_filters_and_a_move_out_is_a_delete(stop_all: list[Harness]) -
     )
     h = Harness(api, only_pool="mine")
     stop_all.append(h)
-    wait_for(lambda: len(h.changes) == 2)
+    wait_until(lambda: len(h.changes) == 2)
     assert h.changes == [(None, "a@5"), ("a@5", None)]
     assert h.names() == {}
 
@@ -238,7 +237,7 @@ def test_another_drivers_slice_is_never_stored(stop_all: list[Harness]) -> None:
     watch = FakeResponse([event("ADDED", foreign), event("ADDED", slice_obj("b", "mine", "12"))])
     h = Harness(FakeApi([list_body("10", slice_obj("a", "mine", "5"))], [watch]))
     stop_all.append(h)
-    wait_for(lambda: len(h.changes) == 2)
+    wait_until(lambda: len(h.changes) == 2)
     assert h.changes == [(None, "a@5"), (None, "b@12")]
     assert set(h.names()) == {"a", "b"}
 
@@ -246,7 +245,7 @@ def test_another_drivers_slice_is_never_stored(stop_all: list[Harness]) -> None:
 def test_stop_ends_a_blocked_watch(stop_all: list[Harness]) -> None:
     watch = FakeResponse([])  # blocks until shut down
     h = Harness(FakeApi([list_body("10")], [watch]))
-    wait_for(lambda: len(h.api.calls) == 2)
+    wait_until(lambda: len(h.api.calls) == 2)
     h.informer.stop(timeout=10)
     assert watch.aborted.is_set()
     assert not h.informer._thread.is_alive()

@@ -9,8 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes.client
@@ -30,18 +29,6 @@ def device(i: int, **extra: Any) -> dict[str, Any]:
         "capacity": {"memory": {"value": "1Gi"}},
         **extra,
     }
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = SYNC_TIMEOUT) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s")
-        time.sleep(0.05)
 
 
 class ControllerEnv:

@@ -15,6 +15,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
+from resourceslice.testing import wait_until
 
 from .controller_env import (
     SYNC_TIMEOUT,
@@ -23,7 +24,6 @@ from .controller_env import (
     devices_of,
     env_fixture,  # noqa: F401  (the env fixture)
     pools,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 import resourceslice as rs
-from resourceslice.testing import TestCluster, start_cluster
+from resourceslice.testing import TestCluster, start_cluster, wait_until
 
-from .controller_env import ControllerEnv, device, devices_of, pools, wait_until
+from .controller_env import ControllerEnv, device, devices_of, pools
 
 pytestmark = pytest.mark.integration
 

@@ -5,12 +5,10 @@ Uses an apiserver of its own: the crash must not disturb the other tests' server
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import resourceslice as rs
-from resourceslice.testing import TestCluster, start_cluster
+from resourceslice.testing import TestCluster, wait_until
 
 from .controller_env import (
     ControllerEnv,
@@ -18,27 +16,17 @@ from .controller_env import (
     devices_of,
     env_fixture,  # noqa: F401  (the env fixture)
     pools,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def own_cluster() -> Iterator[TestCluster]:
-    cluster = start_cluster()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-
-
-def test_watch_reconnects_after_an_apiserver_crash(own_cluster: TestCluster) -> None:
-    env = ControllerEnv(own_cluster, "reconnect.example.com")
+def test_watch_reconnects_after_an_apiserver_crash(module_kube_cluster: TestCluster) -> None:
+    env = ControllerEnv(module_kube_cluster, "reconnect.example.com")
     try:
         env.start_synced(pools(p=rs.Pool(devices=[device(0)])))
-        own_cluster.kill()
-        own_cluster.restart()
+        module_kube_cluster.kill()
+        module_kube_cluster.restart()
         # Only a watch that came back sees this delete and so heals it.
         [ours] = env.slices()
         env.api.delete_resource_slice(ours["metadata"]["name"], _preload_content=False)

@@ -19,7 +19,7 @@ import kubernetes.client
 
 import resourceslice as rs
 from integration.controller_env import ControllerEnv
-from resourceslice.testing import TestCluster
+from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 
 
@@ -236,11 +236,17 @@ def settle(
     started = time.monotonic()
     deadline = started + timeout
     last: list[str] = ["not checked yet"]
-    while time.monotonic() < deadline:
-        if ctrl.wait_synced(max(0.0, deadline - time.monotonic())) and idle(ctrl):
-            last = problems(env.slices(), wanted)
-            if not last:
-                return time.monotonic() - started
-        time.sleep(0.05)  # polling the cluster: there is no event to wait on
-    errors = [f"{message}: {exc!s:.300}" for exc, message in env.errors[-3:]]
-    raise AssertionError(f"not converged within {timeout}s: {last}; last errors: {errors}")
+
+    def exact() -> bool:
+        nonlocal last
+        if not (ctrl.wait_synced(max(0.0, deadline - time.monotonic())) and idle(ctrl)):
+            return False
+        last = problems(env.slices(), wanted)
+        return not last
+
+    def report() -> str:
+        errors = [f"{message}: {exc!s:.300}" for exc, message in env.errors[-3:]]
+        return f"{last}; last errors: {errors}"
+
+    wait_until(exact, timeout, describe=report)
+    return time.monotonic() - started

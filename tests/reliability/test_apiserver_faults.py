@@ -7,15 +7,14 @@ session's. Each records its row of the fault table (see faults.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import device, pools, wait_until
+from integration.controller_env import device, pools
 from resourceslice import _http, controller, informer
-from resourceslice.testing import TestCluster, start_cluster
+from resourceslice.testing import TestCluster, wait_until
 
 from .faults import Run, settle
 
@@ -23,15 +22,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
 LARGE = 5_000  # 40 slices: long enough a publish to be interrupted in the middle
 FAST = {"sync_delay": 0.5, "mutation_cache_ttl": 2.0}
-
-
-@pytest.fixture(scope="module")
-def own_cluster() -> Iterator[TestCluster]:
-    cluster = start_cluster()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture
@@ -47,15 +37,15 @@ def large_pool() -> list[dict[str, Any]]:
     return [device(i) for i in range(LARGE)]
 
 
-def test_killed_mid_publish_of_a_large_pool(own_cluster: TestCluster) -> None:
-    run = Run(own_cluster, "1 apiserver SIGKILL mid-publish, restart", "killed.example.com")
+def test_killed_mid_publish_of_a_large_pool(module_kube_cluster: TestCluster) -> None:
+    run = Run(module_kube_cluster, "1 apiserver SIGKILL mid-publish, restart", "killed.example.com")
     try:
         wanted = {"p": large_pool()}
         ctrl = run.env.start(pools(p=rs.Pool(devices=wanted["p"])), **FAST)
         wait_until(lambda: ctrl.stats().creates >= 8)
-        own_cluster.kill()
+        module_kube_cluster.kill()
         since = time.monotonic()
-        own_cluster.start()
+        module_kube_cluster.start()
         outcome = run.finish(ctrl, wanted, since)
         # 40 slices: each created once, plus at most a rewrite of those that existed when the
         # generation had to move on; never a storm.
@@ -66,19 +56,19 @@ def test_killed_mid_publish_of_a_large_pool(own_cluster: TestCluster) -> None:
 
 
 def test_frozen_longer_than_client_timeouts(
-    own_cluster: TestCluster, short_timeouts: tuple[float, float]
+    module_kube_cluster: TestCluster, short_timeouts: tuple[float, float]
 ) -> None:
-    run = Run(own_cluster, "2 apiserver SIGSTOP > client timeouts", "frozen.example.com")
+    run = Run(module_kube_cluster, "2 apiserver SIGSTOP > client timeouts", "frozen.example.com")
     try:
         devices = [device(i) for i in range(300)]
         ctrl = run.env.start_synced(pools(p=rs.Pool(devices=devices)), **FAST)
         run.env.counter.reset()
-        own_cluster.freeze()
+        module_kube_cluster.freeze()
         devices = [*devices[1:], device(1000), device(1001)]
         ctrl.update(pools(p=rs.Pool(devices=devices)))
         # The writes time out: the server is frozen for longer than the client waits.
         wait_until(lambda: any("timed out" in str(e).lower() for e, _ in run.env.errors))
-        own_cluster.resume()
+        module_kube_cluster.resume()
         since = time.monotonic()
         outcome = run.finish(ctrl, {"p": devices}, since)
         assert sum(outcome.writes.values()) <= 6
@@ -86,8 +76,12 @@ def test_frozen_longer_than_client_timeouts(
         run.close()
 
 
-def test_stop_during_a_sync_leaves_the_slices(own_cluster: TestCluster) -> None:
-    run = Run(own_cluster, "7a stop() during a sync, then a new controller", "stopsync.example.com")
+def test_stop_during_a_sync_leaves_the_slices(module_kube_cluster: TestCluster) -> None:
+    run = Run(
+        module_kube_cluster,
+        "7a stop() during a sync, then a new controller",
+        "stopsync.example.com",
+    )
     try:
         wanted = {"p": large_pool()}
         resources = pools(p=rs.Pool(devices=wanted["p"]))
@@ -118,19 +112,21 @@ def test_stop_during_a_sync_leaves_the_slices(own_cluster: TestCluster) -> None:
         run.close()
 
 
-def test_stop_during_a_reconnect(own_cluster: TestCluster) -> None:
-    run = Run(own_cluster, "7b stop() during a reconnect, then adopt", "stopreconnect.example.com")
+def test_stop_during_a_reconnect(module_kube_cluster: TestCluster) -> None:
+    run = Run(
+        module_kube_cluster, "7b stop() during a reconnect, then adopt", "stopreconnect.example.com"
+    )
     try:
         wanted = {"p": [device(i) for i in range(300)]}
         resources = pools(p=rs.Pool(devices=wanted["p"]))
         ctrl = run.env.start_synced(resources, **FAST)
-        own_cluster.kill()
+        module_kube_cluster.kill()
         wait_until(lambda: run.env.errors)  # the informer is reconnecting with backoff
         began = time.monotonic()
         ctrl.stop()
         assert time.monotonic() - began < 2.0
         assert not ctrl._informer._thread.is_alive()
-        own_cluster.start()
+        module_kube_cluster.start()
         since = time.monotonic()
         assert len(run.env.slices()) == 3
         run.env.new_counter()

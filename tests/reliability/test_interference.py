@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, driver_name, pools, wait_until
-from resourceslice.testing import TestCluster
+from integration.controller_env import ControllerEnv, device, driver_name, pools
+from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 
 from .faults import Run, settle

@@ -19,8 +19,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from integration.controller_env import device, pools, wait_until
-from resourceslice.testing import TestCluster, start_cluster
+from integration.controller_env import device, pools
+from resourceslice.testing import TestCluster, start_cluster, wait_until
 from security.rbac_env import bound_role, shipped_role
 
 from .faults import Run

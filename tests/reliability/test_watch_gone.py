@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import device, pools, wait_until
+from integration.controller_env import device, pools
 from resourceslice.informer import SliceInformer, _abort
-from resourceslice.testing import TestCluster, start_cluster
+from resourceslice.testing import TestCluster, start_cluster, wait_until
 
 from .faults import Run
 

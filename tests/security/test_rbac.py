@@ -14,8 +14,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, driver_name, pools, wait_until
-from resourceslice.testing import TestCluster, start_cluster
+from integration.controller_env import ControllerEnv, device, driver_name, pools
+from resourceslice.testing import TestCluster, start_cluster, wait_until
 
 from .rbac_env import bound_role, shipped_role, without_verb
 

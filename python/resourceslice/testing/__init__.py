@@ -22,5 +22,13 @@ from resourceslice.testing.cluster import (
     running_cluster,
     start_cluster,
 )
+from resourceslice.testing.polling import wait_until
 
-__all__ = ["ClusterError", "TestCluster", "build_server", "running_cluster", "start_cluster"]
+__all__ = [
+    "ClusterError",
+    "TestCluster",
+    "build_server",
+    "running_cluster",
+    "start_cluster",
+    "wait_until",
+]

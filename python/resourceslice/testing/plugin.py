@@ -24,6 +24,16 @@ def kube_cluster() -> Iterator[TestCluster]:
         cluster.close()
 
 
+@pytest.fixture(scope="module")
+def module_kube_cluster() -> Iterator[TestCluster]:
+    """A cluster of the test module's own: for tests that kill, freeze or restart it."""
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @pytest.fixture
 def kube_client(kube_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClient]:
     """A fresh admin (system:masters) client of the session's cluster."""
