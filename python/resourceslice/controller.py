@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
@@ -372,17 +372,17 @@ class Controller:
                 return
             response = send_json(self._client_or_fail(), "PUT", f"{_SLICES_PATH}/{name}", body)
             self._count("updates")
-            self._stored(pool, version, body, core.decode_slice(response))
+            self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         for body in plan.creates:
             if self._stopped:
                 return
             response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
             self._count("creates")
-            self._stored(pool, version, body, core.decode_slice(response))
+            actual = core.decode_slice(response)
+            self._stored(pool, version, core.decode_slice(_as_created(body, actual.name)), actual)
 
-    def _stored(self, pool: str, version: int, body: bytes, actual: SliceRecord) -> None:
+    def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
         self._mutations.stored(actual)
-        sent = core.decode_slice(_with_name(body, actual.name))
         with self._lock:
             dropped = self._dropped.get(pool)
             if dropped is not None and dropped.version != version:
@@ -408,15 +408,11 @@ class Controller:
         return self._client
 
 
-def _with_name(body: bytes, name: str) -> bytes:
-    """A create body as the object it became: ``generateName`` resolved to ``name``."""
-    obj: dict[str, Any] = json.loads(body)
-    meta = obj.setdefault("metadata", {})
-    if "name" in meta:
-        return body
-    meta.pop("generateName", None)
-    meta["name"] = name
-    return json.dumps(obj, separators=(",", ":")).encode()
+def _as_created(body: bytes, name: str) -> bytes:
+    """A create body as the object it became, without re-encoding it: the server named it
+    ``generateName`` + 5 characters, and the core's bodies are canonical JSON."""
+    generated = b'"generateName":"' + name[:-5].encode() + b'"'
+    return body.replace(generated, b'"name":"' + name.encode() + b'"', 1)
 
 
 def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:
