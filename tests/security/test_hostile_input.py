@@ -17,7 +17,7 @@ import resourceslice as rs
 from integration.controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
 from resourceslice._backend import core
 from resourceslice._http import send_json
-from resourceslice.testing import TestCluster
+from resourceslice.testing import TestCluster, wait_until
 
 DRIVER = "hostile.example.com"
 
@@ -150,7 +150,8 @@ def test_rejected_update_publishes_nothing(env: ControllerEnv) -> None:
 def test_hostile_watch_payloads_leave_the_store_alone(env: ControllerEnv) -> None:
     ctrl = env.start_synced(pools(a=rs.Pool(devices=[device(0)])))
     store = ctrl._store
-    [record] = store.by_pool("a")
+    # Synced means the controller's own writes are known; the watch may deliver them later.
+    [record] = wait_until(lambda: store.by_pool("a"))
     hostile = [
         b'{"type":"ADDED","object":{"kind":"ResourceSlice","metadata":{"name":"x"',  # truncated
         b'{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}}}',
