@@ -6,6 +6,7 @@ session's. Each records its row of the fault table (see faults.py).
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
@@ -55,6 +56,10 @@ def test_killed_mid_publish_of_a_large_pool(module_kube_cluster: TestCluster) ->
         run.close()
 
 
+# A request abandoned on its client timeout leaves its socket to the garbage collector,
+# which may close it during a later test and warn (ResourceWarning): expected here.
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_frozen_longer_than_client_timeouts(
     module_kube_cluster: TestCluster, short_timeouts: tuple[float, float]
 ) -> None:
@@ -71,9 +76,14 @@ def test_frozen_longer_than_client_timeouts(
         module_kube_cluster.resume()
         since = time.monotonic()
         outcome = run.finish(ctrl, {"p": devices}, since)
-        assert sum(outcome.writes.values()) <= 6
+        # A write that timed out may still have been applied: a create's retry then makes a
+        # second slice, which is deleted again. Apart from such undone pairs, few writes.
+        undone = outcome.writes["DELETE"]
+        assert outcome.writes["POST"] <= undone
+        assert sum(outcome.writes.values()) - 2 * undone <= 6
     finally:
         run.close()
+        gc.collect()  # the abandoned sockets are closed here, where their warning is expected
 
 
 def test_stop_during_a_sync_leaves_the_slices(module_kube_cluster: TestCluster) -> None:
