@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
@@ -446,23 +446,6 @@ def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
 # -- status -----------------------------------------------------------------------------------
 
 
-class Record(Protocol):
-    """The fields of a SliceRecord that ``status`` reads."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def pool(self) -> str: ...
-    @property
-    def generation(self) -> int: ...
-    @property
-    def resource_slice_count(self) -> int: ...
-    @property
-    def node_name(self) -> str | None: ...
-    @property
-    def device_names(self) -> list[str]: ...
-
-
 @dataclass
 class PoolStatus:
     """What a scheduler makes of one pool: it uses the pool only when ``ok``."""
@@ -487,7 +470,7 @@ class PoolStatus:
         return "ok" if not self.obsolete else f"ok ({_counted(self.obsolete, 'obsolete slice')})"
 
 
-def pool_status(pool: str, records: Sequence[Record]) -> PoolStatus:
+def pool_status(pool: str, records: Sequence[SliceRecord]) -> PoolStatus:
     """Complete: every slice of the highest generation is there. Consistent: they agree on
     the count and no device name is in two of them. Lower generations are ignored, as the
     scheduler ignores them."""
@@ -520,8 +503,8 @@ def pool_status(pool: str, records: Sequence[Record]) -> PoolStatus:
     )
 
 
-def pool_statuses(records: Sequence[Record]) -> list[PoolStatus]:
-    by_pool: dict[str, list[Record]] = {}
+def pool_statuses(records: Sequence[SliceRecord]) -> list[PoolStatus]:
+    by_pool: dict[str, list[SliceRecord]] = {}
     for record in records:
         by_pool.setdefault(record.pool, []).append(record)
     return [pool_status(pool, by_pool[pool]) for pool in sorted(by_pool)]
