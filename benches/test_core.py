@@ -67,15 +67,13 @@ def pools(devices: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def stored(core: ModuleType, bodies: list[tuple[str | None, bytes]], version: int) -> list[Any]:
+def stored(core: ModuleType, bodies: list[bytes], version: int) -> list[Any]:
     """Records of the objects the apiserver would hold after these writes."""
     records = []
-    for i, (name, body) in enumerate(bodies):
+    for body in bodies:
         obj = json.loads(body)
         meta = obj["metadata"]
-        if name is None:
-            name = meta.pop("generateName") + f"{i:05d}"[-5:]
-        meta.update(name=name, uid=f"uid-{name}", resourceVersion=str(version))
+        meta.update(uid=f"uid-{meta['name']}", resourceVersion=str(version))
         records.append(core.decode_slice(json.dumps(obj).encode()))
     return records
 
@@ -85,7 +83,7 @@ def publish(core: ModuleType, devices: list[dict[str, Any]]) -> list[Any]:
     desired, errors = core.prepare_desired(DRIVER, pools(devices), MAX_SLICE_BYTES)
     assert not errors
     plan = core.plan_pool(desired, POOL, [], OWNER, POOL)
-    return stored(core, [(None, b) for b in plan.creates], 1)
+    return stored(core, plan.creates, 1)
 
 
 def rounds(core: str, size: str) -> int:

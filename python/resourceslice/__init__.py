@@ -14,6 +14,7 @@ from resourceslice.api import (
     Owner,
     Pool,
     Slice,
+    SliceExistsError,
     Stats,
     ValidationError,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "Owner",
     "Pool",
     "Slice",
+    "SliceExistsError",
     "Stats",
     "ValidationError",
     "core_backend",

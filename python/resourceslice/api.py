@@ -122,6 +122,24 @@ class ConflictingWriterError(Exception):
         )
 
 
+class SliceExistsError(Exception):
+    """Slices this controller was creating exist already: someone else created them.
+
+    Slice names are derived from driver, owner, pool and index, so this is another
+    controller publishing the same pool (a driver running twice), or a create of this one
+    whose response was lost. The pool is synced again once the watch has the slices; with
+    the same desired state nothing more is written.
+    """
+
+    def __init__(self, pool: str, slice_names: Sequence[str]) -> None:
+        self.pool = pool
+        self.slice_names = list(slice_names)
+        super().__init__(
+            f"pool {pool!r}: {len(self.slice_names)} slice(s) already exist, created by "
+            f"another writer: {', '.join(self.slice_names)}"
+        )
+
+
 _serializer_lock = threading.Lock()
 _serializer: Any = None
 

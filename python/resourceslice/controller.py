@@ -23,6 +23,7 @@ from resourceslice.api import (
     DriverResources,
     DroppedFieldsError,
     Owner,
+    SliceExistsError,
     Stats,
     ValidationError,
     to_plain_pools,
@@ -47,6 +48,9 @@ ErrorHandler = Callable[[BaseException, str], None]
 DEFAULT_SYNC_DELAY = 30.0
 DEFAULT_MUTATION_CACHE_TTL = 60.0
 DEFAULT_MAX_SLICE_BYTES = 1 << 20
+#: Time for the watch to deliver slices another writer created (see SliceExistsError):
+#: replanning before would write against an incomplete view of the pool.
+_EXISTING_SLICE_RETRY = 1.0
 _SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
 
@@ -279,6 +283,8 @@ class Controller:
                 self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
                 asked = retry_after(exc)
                 self._quiet_until = max(self._quiet_until, self._clock.now() + asked)
+                if isinstance(exc, SliceExistsError):
+                    asked = max(asked, _EXISTING_SLICE_RETRY)
                 self._queue.add_rate_limited(pool, at_least=asked)
             else:
                 self._queue.forget(pool)
@@ -373,13 +379,24 @@ class Controller:
             response = send_json(self._client_or_fail(), "PUT", f"{_SLICES_PATH}/{name}", body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
+        taken: list[str] = []
         for body in plan.creates:
             if self._stopped:
                 return
-            response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
+            sent = core.decode_slice(body)
+            try:
+                response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
+            except ApiException as exc:
+                # The name is ours, so it exists because another writer (or our own create,
+                # whose response was lost) made it: compare with it once the watch has it.
+                if exc.status != 409:
+                    raise
+                taken.append(sent.name)
+                continue
             self._count("creates")
-            actual = core.decode_slice(response)
-            self._stored(pool, version, core.decode_slice(_as_created(body, actual.name)), actual)
+            self._stored(pool, version, sent, core.decode_slice(response))
+        if taken:
+            raise SliceExistsError(pool, taken)
 
     def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
         self._mutations.stored(actual)
@@ -406,13 +423,6 @@ class Controller:
     def _client_or_fail(self) -> ApiClient:
         assert self._client is not None
         return self._client
-
-
-def _as_created(body: bytes, name: str) -> bytes:
-    """A create body as the object it became, without re-encoding it: the server named it
-    ``generateName`` + 5 characters, and the core's bodies are canonical JSON."""
-    generated = b'"generateName":"' + name[:-5].encode() + b'"'
-    return body.replace(generated, b'"name":"' + name.encode() + b'"', 1)
 
 
 def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:

@@ -42,7 +42,7 @@ def prepare(core: ModuleType, pools: dict[str, Any], max_bytes: int = MAX_BYTES)
 def apply(
     core: ModuleType, plan: Any, existing: list[Any], ids: Iterator[int] = _names
 ) -> list[Any]:
-    """The records after the apiserver carried out ``plan`` on ``existing``; names, uids and
+    """The records after the apiserver carried out ``plan`` on ``existing``; uids and
     resourceVersions come from ``ids``."""
     deleted = {name for name, _, _ in plan.deletes}
     stored = {r.name: r for r in existing if r.name not in deleted}
@@ -55,7 +55,7 @@ def apply(
     for body in plan.creates:
         obj = json.loads(body)
         n = next(ids)
-        obj["metadata"]["name"] = obj["metadata"].pop("generateName") + f"{n:05d}"[-5:]
+        assert obj["metadata"]["name"] not in stored, "the apiserver would answer 409"
         obj["metadata"]["uid"] = f"uid-{n}"
         obj["metadata"]["resourceVersion"] = str(n)
         for device in obj["spec"].get("devices", []):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from types import ModuleType
+from typing import Any
 
 from core_helpers import DRIVER, OWNER, apply, bodies, devices, pool, prepare
 
@@ -17,10 +19,8 @@ def test_empty_pool_is_one_empty_slice(core: ModuleType) -> None:
 def test_129_devices_make_two_slices(core: ModuleType) -> None:
     plan = core.plan_pool(prepare(core, {"p": pool(devices(129))}), "p", [], OWNER, "node-1")
     assert [len(b["spec"]["devices"]) for b in bodies(plan)] == [128, 1]
-    assert [b["metadata"]["generateName"] for b in bodies(plan)] == [
-        f"00000-{DRIVER}-node-1-",
-        f"00001-{DRIVER}-node-1-",
-    ]
+    names = [b["metadata"]["name"] for b in bodies(plan)]
+    assert [n[:-10] for n in names] == [f"00000-{DRIVER}-node-1-", f"00001-{DRIVER}-node-1-"]
     assert all(b["spec"]["nodeName"] == "node-1" for b in bodies(plan))
     assert all(b["spec"]["pool"]["resourceSliceCount"] == 2 for b in bodies(plan))
 
@@ -61,7 +61,27 @@ def test_replan_after_apply_is_empty_and_restart_same_state(core: ModuleType) ->
     assert (plan.updates, plan.creates, plan.deletes) == ([], [], [])
 
 
-def test_foreign_obsolete_and_duplicate_slices_are_deleted(core: ModuleType) -> None:
+def test_names_are_deterministic_and_distinct_per_pool_owner_and_index(
+    core: ModuleType,
+) -> None:
+    def names(pool_name: str, owner: Any, driver_pools: dict[str, Any] | None = None) -> list[str]:
+        desired = prepare(core, driver_pools or {pool_name: pool(devices(129))})
+        return [
+            b["metadata"]["name"]
+            for b in bodies(core.plan_pool(desired, pool_name, [], owner, None))
+        ]
+
+    first = names("p", OWNER)
+    assert first == names("p", OWNER)
+    assert len(set(first)) == 2
+    long_owner = ("v1", "Node", "n" * 200, "uid")
+    others = names("q", OWNER) + names("p", None) + names("p", long_owner)
+    assert not set(first) & set(others) and len(set(others)) == 6
+    dns_label = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+    assert all(len(n) <= 63 and dns_label.fullmatch(n) for n in first + others)
+
+
+def test_foreign_and_random_named_slices_are_deleted(core: ModuleType) -> None:
     desired = prepare(core, {"p": pool(devices(3))})
     records = apply(core, core.plan_pool(desired, "p", [], OWNER, None), [])
     (mine,) = records
@@ -69,8 +89,9 @@ def test_foreign_obsolete_and_duplicate_slices_are_deleted(core: ModuleType) -> 
     extra = []
     for name, generation in (
         ("foreign-slice", 1),
-        (mine.name[:-5] + "zzzzz", 1),
-        (mine.name[:-5] + "old00", 0),
+        (mine.name[:-10] + "zzzzz", 1),  # generateName: an earlier version's, or Go's
+        (mine.name[:-1] + "-", 1),
+        (mine.name[:-10] + "old00", 0),
     ):
         obj["metadata"] = {"name": name, "uid": "u-" + name, "resourceVersion": "5"}
         obj["spec"]["pool"]["generation"] = generation
@@ -78,6 +99,21 @@ def test_foreign_obsolete_and_duplicate_slices_are_deleted(core: ModuleType) -> 
     plan = core.plan_pool(desired, "p", [*records, *extra], OWNER, None)
     assert plan.deletes == sorted((r.name, r.uid, r.resource_version) for r in extra)
     assert (plan.updates, plan.creates, plan.generation) == ([], [], 1)
+
+
+def test_obsolete_slice_is_rewritten_in_place_with_a_new_generation(core: ModuleType) -> None:
+    desired = prepare(core, {"p": pool(devices(300))})
+    records = apply(core, core.plan_pool(desired, "p", [], OWNER, None), [])
+    # As after a crash in the middle of a generation change: slice 2 still has generation 0.
+    obj = json.loads(core.plan_pool(desired, "p", [], OWNER, None).creates[2])
+    stale = next(r for r in records if r.name == obj["metadata"]["name"])
+    obj["metadata"].update(uid=stale.uid, resourceVersion=stale.resource_version)
+    obj["spec"]["pool"]["generation"] = 0
+    records = [r for r in records if r is not stale] + [core.decode_slice(json.dumps(obj).encode())]
+    plan = core.plan_pool(desired, "p", records, OWNER, None)
+    assert (plan.deletes, plan.creates, plan.generation) == ([], [], 2)
+    assert sorted(name for name, _ in plan.updates) == sorted(r.name for r in records)
+    assert core.plan_pool(desired, "p", apply(core, plan, records), OWNER, None).updates == []
 
 
 def test_driver_generation_wins_and_pool_removal_deletes_all(core: ModuleType) -> None:

@@ -15,6 +15,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
+from resourceslice._pycore.plan import slice_name
 from resourceslice.testing import wait_until
 
 from .controller_env import (
@@ -85,11 +86,8 @@ def test_pool_removed(env: ControllerEnv) -> None:
 def test_redundant_slice_deleted(env: ControllerEnv) -> None:
     env.start_synced(pools(p=rs.Pool(devices=[device(0)])))
     [ours] = env.slices()
-    # Same pool, generation and index as ours, but a higher name: a duplicate.
-    duplicate = env.create_slice(
-        env.slice_body(f"00000-{env.driver}-zzzzz", "p", 1, 1, devices=[device(9)])
-    )
-    assert duplicate["metadata"]["name"] > ours["metadata"]["name"]
+    # Same pool, generation and index prefix as ours, but a generateName-style name.
+    env.create_slice(env.slice_body(f"00000-{env.driver}-zzzzz", "p", 1, 1, devices=[device(9)]))
     wait_until(lambda: [s["metadata"]["name"] for s in env.slices()] == [ours["metadata"]["name"]])
     [kept] = env.slices()
     assert kept["metadata"]["resourceVersion"] == ours["metadata"]["resourceVersion"]
@@ -189,8 +187,8 @@ def test_node_owner_uid_lookup(env: ControllerEnv, node: dict[str, Any]) -> None
     owner = rs.Owner(api_version="v1", kind="Node", name=name)
     env.start_synced(pools(**{name: rs.Pool(devices=[device(0)])}), owner=owner)
     [published] = env.slices()
-    # generateName: index, driver, owner, cut to the 58 characters the apiserver keeps.
-    assert published["metadata"]["name"].startswith(f"00000-{env.driver}-{name}-"[:58])
+    # Index, driver, owner, cut to 53 characters, then the hash.
+    assert published["metadata"]["name"][:-10] == f"00000-{env.driver}-{name}-"[:53]
     assert published["spec"]["nodeName"] == name
     assert published["metadata"]["ownerReferences"] == [
         {
@@ -204,6 +202,32 @@ def test_node_owner_uid_lookup(env: ControllerEnv, node: dict[str, Any]) -> None
     assert [p for m, p in env.counter.requests() if m == "GET" and "/nodes/" in p] == [
         f"/api/v1/nodes/{name}"
     ]
+
+
+def test_name_taken_by_a_slice_it_cannot_see(env: ControllerEnv) -> None:
+    owner = rs.Owner(api_version="v1", kind="Node", name="node-a", uid="uid-a")
+    # Our first slice's name, held by a slice of another node: the Node owner's informer
+    # watches node-a only, so the create is the first to hear of it.
+    name = slice_name(0, env.driver, ("v1", "Node", "node-a", "uid-a"), "node-a")
+    squatter = env.create_slice(
+        {
+            **env.slice_body(name, "node-a", 1, 1, devices=[device(9)]),
+            "spec": {
+                "driver": env.driver,
+                "pool": {"name": "node-a", "generation": 1, "resourceSliceCount": 1},
+                "nodeName": "node-b",
+            },
+        }
+    )
+    env.start(pools(**{"node-a": rs.Pool(devices=[device(0)])}), owner=owner)
+    wait_until(
+        lambda: any(
+            isinstance(e, rs.SliceExistsError) and e.slice_names == [name] for e, _ in env.errors
+        )
+    )
+    [kept] = env.slices()
+    assert kept["metadata"]["resourceVersion"] == squatter["metadata"]["resourceVersion"]
+    assert set(env.counter.writes()) == {"POST"}
 
 
 def test_reconcile_pool_with_name(env: ControllerEnv, node: dict[str, Any]) -> None:

@@ -195,12 +195,11 @@ class Run:
         since: float,
         *others: rs.Controller,
         counters: Sequence[RequestCounter] = (),
-        duplicates_allowed: bool = False,
     ) -> FaultOutcome:
         """Wait for convergence (of ``others`` too), record the row and check it.
 
         Writes: of ``counters``, or else of the environment's current counter. Exact, and no
-        duplicates seen unless the fault itself makes them (two controllers).
+        duplicates seen, ever.
         """
         for each in (ctrl, *others):
             settle(each, self.env, wanted)
@@ -214,7 +213,7 @@ class Run:
         FAULT_TABLE.append(outcome)
         print(outcome.row())
         assert outcome.converged
-        assert duplicates_allowed or outcome.duplicates == 0
+        assert outcome.duplicates == 0
         return outcome
 
     def close(self) -> None:
