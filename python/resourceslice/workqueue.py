@@ -93,6 +93,8 @@ class WorkQueue(Generic[T]):
         # heap entries that no longer match ``_due`` are stale and skipped.
         self._waiting: list[tuple[float, int, T]] = []
         self._due: dict[T, float] = {}
+        # When each item was last taken by a worker, for add_spaced.
+        self._taken: dict[T, float] = {}
         self._seq = 0
         self._shutting_down = False
 
@@ -126,6 +128,19 @@ class WorkQueue(Generic[T]):
             heapq.heappush(self._waiting, (due, self._seq, item))
             # A worker may be sleeping until a later due time: let it recompute.
             self._cond.notify_all()
+
+    def add_spaced(self, item: T, interval: float) -> None:
+        """Add ``item`` at once, or, if a worker took it less than ``interval`` seconds ago,
+        when that interval is over.
+
+        Why: an item that keeps being changed (a burst of updates to one pool) is then
+        processed once per interval with everything changed so far, while a change that
+        comes alone is processed at once.
+        """
+        with self._cond:
+            taken = self._taken.get(item)
+            delay = 0.0 if taken is None else taken + interval - self._clock.now()
+        self.add_after(item, delay)
 
     def add_rate_limited(self, item: T, at_least: float = 0.0) -> None:
         """Retry ``item`` after its backoff (the longer of per-item and overall limits).
@@ -178,6 +193,7 @@ class WorkQueue(Generic[T]):
                     item = self._ready.popleft()
                     self._processing.add(item)
                     self._dirty.discard(item)
+                    self._taken[item] = self._clock.now()
                     return item
                 wait = next_due
                 if deadline is not None:

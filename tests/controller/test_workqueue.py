@@ -68,6 +68,24 @@ def test_add_after_keeps_the_earlier_time(queue: WorkQueue[str], clock: FakeCloc
     assert drain(queue) == ["b"]
 
 
+def test_add_spaced_is_at_once_for_a_lone_change_and_spaced_in_a_burst(
+    queue: WorkQueue[str], clock: FakeClock
+) -> None:
+    queue.add_spaced("a", 1.0)  # never taken: at once
+    assert drain(queue) == ["a"]
+    clock.advance(0.25)
+    for _ in range(64):  # a burst right after: one item, when the second is over
+        queue.add_spaced("a", 1.0)
+        clock.advance(1 / 256)
+    assert queue.get(timeout=0) is None
+    assert queue.pending_after("a") == pytest.approx(0.5)
+    clock.advance(0.5)
+    assert drain(queue) == ["a"]
+    clock.advance(1.0)
+    queue.add_spaced("a", 1.0)  # the interval since it was taken is over: at once
+    assert drain(queue) == ["a"]
+
+
 def test_non_positive_delay_adds_at_once(queue: WorkQueue[str]) -> None:
     queue.add_after("a", 0)
     assert queue.get(timeout=0) == "a"

@@ -81,6 +81,14 @@ def test_names_are_deterministic_and_distinct_per_pool_owner_and_index(
     assert all(len(n) <= 63 and dns_label.fullmatch(n) for n in first + others)
 
 
+def test_names_are_stable_across_releases(core: ModuleType) -> None:
+    # A changed name scheme would make an upgraded driver republish every slice it has.
+    plan = core.plan_pool(prepare(core, {"node-1": pool(devices(1))}), "node-1", [], OWNER, None)
+    assert [b["metadata"]["name"] for b in bodies(plan)] == [
+        "00000-gpu.example.com-node-1-qk4lntserr"
+    ]
+
+
 def test_foreign_and_random_named_slices_are_deleted(core: ModuleType) -> None:
     desired = prepare(core, {"p": pool(devices(3))})
     records = apply(core, core.plan_pool(desired, "p", [], OWNER, None), [])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from typing import Any
 
 import kubernetes.client
@@ -51,6 +52,23 @@ def test_unchanged_update_makes_no_writes(env: ControllerEnv) -> None:
     env.counter.reset()
     env.update_synced(ctrl, pools(p=rs.Pool(devices=[device(i) for i in range(5)])))
     assert env.counter.writes() == {}
+
+
+def test_burst_of_updates_is_coalesced(env: ControllerEnv) -> None:
+    base = [device(i) for i in range(200)]
+    ctrl = env.start_synced(pools(p=rs.Pool(devices=base)))
+    env.counter.reset()
+    started = time.monotonic()
+    for n in range(100):
+        changed = device(5, attributes={"index": {"int": -n}})
+        ctrl.update(pools(p=rs.Pool(devices=[*base[:5], changed, *base[6:]])))
+    assert ctrl.wait_synced(SYNC_TIMEOUT)
+    elapsed = time.monotonic() - started
+    assert devices_of(env.slices()[0])[5] == changed
+    # update() syncs at once, then at most once per update_interval (1 s); the watch's echo
+    # of each write may add one more sync (sync_delay 1 s). Not one write per update.
+    writes = env.counter.writes()
+    assert set(writes) == {"PUT"} and writes["PUT"] <= 2 * (1 + elapsed)
 
 
 def test_device_added_removed_changed(env: ControllerEnv) -> None:
