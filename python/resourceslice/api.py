@@ -189,13 +189,39 @@ def _plain(value: Any, path: str, errors: list[str], depth: int = 0) -> Any:
     return None
 
 
-def _plain_list(value: Any, path: str, errors: list[str]) -> list[Any] | None:
+_SCALAR_TYPES = frozenset({str, bool, int, float, type(None)})
+
+
+def _is_plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON-shaped already: dicts with str keys, lists and scalars."""
+    kind = type(value)
+    if kind is dict:
+        return depth < _MAX_DEPTH and all(
+            type(k) is str and _is_plain(v, depth + 1) for k, v in value.items()
+        )
+    if kind is list:
+        return depth < _MAX_DEPTH and all(_is_plain(v, depth + 1) for v in value)
+    return kind in _SCALAR_TYPES
+
+
+def _plain_list(
+    value: Any, path: str, errors: list[str], *, share_plain: bool = False
+) -> list[Any] | None:
+    """A new list of ``value``'s items as plain data.
+
+    ``share_plain``: items that are plain already are taken as they are, not copied. For
+    devices: the core keeps only the canonical JSON it renders from them before update()
+    returns, and copying 100,000 device dicts would double the memory update() needs.
+    """
     if value is None:
         return None
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         errors.append(f"{path}: must be a list")
         return None
-    return [_plain(item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
+    return [
+        item if share_plain and _is_plain(item) else _plain(item, f"{path}[{i}]", errors)
+        for i, item in enumerate(value)
+    ]
 
 
 def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -225,7 +251,10 @@ def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]
                     continue
                 slices.append(
                     {
-                        "devices": _plain_list(sl.devices, f"{spath}.devices", errors) or [],
+                        "devices": _plain_list(
+                            sl.devices, f"{spath}.devices", errors, share_plain=True
+                        )
+                        or [],
                         "sharedCounters": _plain_list(
                             sl.shared_counters, f"{spath}.sharedCounters", errors
                         ),
@@ -233,7 +262,7 @@ def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]
                     }
                 )
         pools[name] = {
-            "devices": _plain_list(pool.devices, f"{path}.devices", errors),
+            "devices": _plain_list(pool.devices, f"{path}.devices", errors, share_plain=True),
             "slices": slices,
             "nodeSelector": _plain(pool.node_selector, f"{path}.nodeSelector", errors),
             "allNodes": pool.all_nodes,

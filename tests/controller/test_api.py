@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import datetime
+import json
+from types import ModuleType
 
+import pytest
 from kubernetes import client as k8s
 
 import resourceslice as rs
+from resourceslice import _core, _pycore
 from resourceslice.api import to_plain_pools
 
 
@@ -101,13 +105,23 @@ def test_model_objects_nested_in_dicts_and_explicit_slices() -> None:
     ]
 
 
-def test_conversion_copies_the_callers_data() -> None:
+@pytest.mark.parametrize("core", [_core, _pycore], ids=["rust", "python"])
+def test_desired_state_does_not_follow_later_changes_of_the_callers_data(
+    core: ModuleType,
+) -> None:
     attrs = {"model": {"string": "a"}}
     devices = [{"name": "a", "attributes": attrs}]
     pools, _ = to_plain_pools(rs.DriverResources(pools={"p": rs.Pool(devices=devices)}))
+    # Plain device dicts are shared, not copied (memory); the core renders its own copy.
+    assert pools["p"]["devices"][0] is devices[0]
+    desired, errors = core.prepare_desired("d.example.com", pools, 1 << 20)
+    assert errors == []
     attrs["model"]["string"] = "changed"
     devices.append({"name": "b"})
-    assert pools["p"]["devices"] == [{"name": "a", "attributes": {"model": {"string": "a"}}}]
+    (body,) = core.plan_pool(desired, "p", [], None, None).creates
+    assert json.loads(body)["spec"]["devices"] == [
+        {"name": "a", "attributes": {"model": {"string": "a"}}}
+    ]
 
 
 def test_shape_errors_are_all_reported_with_paths() -> None:
