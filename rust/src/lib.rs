@@ -42,6 +42,43 @@ fn to_input<'py>(obj: &Bound<'py, PyAny>) -> Input<'py> {
     }
 }
 
+/// A pool as an `Input`, its `devices` list read one device at a time (see `Items`).
+fn pool_input<'py>(pool: &Bound<'py, PyAny>) -> Input<'py> {
+    let Ok(d) = pool.cast::<PyDict>() else {
+        return to_input(pool);
+    };
+    let mut entries: Vec<(&str, Input<'_>)> = d
+        .iter()
+        .map(|(k, v)| {
+            match (
+                k.cast::<PyString>().ok().and_then(utf8),
+                v.cast_into::<PyList>(),
+            ) {
+                (Some("devices"), Ok(list)) => ("devices", Input::Lazy(Box::new(LazyList(list)))),
+                (_, Ok(list)) => entry(&k, list.as_any()),
+                (_, Err(e)) => entry(&k, e.into_inner().as_any()),
+            }
+        })
+        .collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    Input::Dict(entries)
+}
+
+struct LazyList<'py>(Bound<'py, PyList>);
+
+impl<'py> validate::Items<'py> for LazyList<'py> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    // The item's strings stay valid after its handle is dropped: the list holds the item
+    // (see `utf8`).
+    fn item(&self, index: usize) -> Input<'py> {
+        self.0
+            .get_item(index)
+            .map_or(Input::Null, |item| to_input(&item))
+    }
+}
+
 fn entry<'py>(key: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> (&'py str, Input<'py>) {
     match key.cast::<PyString>().ok().and_then(|k| utf8(k)) {
         Some(k) => (k, to_input(value)),
@@ -163,42 +200,68 @@ impl PySliceRecord {
 }
 
 /// The writes that make one pool's slices equal to the desired state.
+///
+/// Bodies are Python bytes from the start: each is copied out of Rust once, and every
+/// access of `creates` / `updates` shares them instead of copying a pool's worth again.
 #[pyclass(frozen, name = "Plan", module = "resourceslice._core")]
-struct PyPlan(plan::Plan);
+struct PyPlan {
+    generation: i64,
+    slice_count: usize,
+    device_count: usize,
+    deletes: Vec<(String, String, String)>,
+    updates: Vec<(String, Py<PyBytes>)>,
+    creates: Vec<Py<PyBytes>>,
+}
+
+impl PyPlan {
+    fn new(py: Python<'_>, plan: plan::Plan) -> Self {
+        PyPlan {
+            generation: plan.generation,
+            slice_count: plan.slice_count,
+            device_count: plan.device_count,
+            deletes: plan.deletes,
+            updates: plan
+                .updates
+                .into_iter()
+                .map(|(name, body)| (name, PyBytes::new(py, &body).unbind()))
+                .collect(),
+            creates: plan
+                .creates
+                .into_iter()
+                .map(|body| PyBytes::new(py, &body).unbind())
+                .collect(),
+        }
+    }
+}
 
 #[pymethods]
 impl PyPlan {
     #[getter]
     fn generation(&self) -> i64 {
-        self.0.generation
+        self.generation
     }
     #[getter]
     fn slice_count(&self) -> usize {
-        self.0.slice_count
+        self.slice_count
     }
     #[getter]
     fn device_count(&self) -> usize {
-        self.0.device_count
+        self.device_count
     }
     #[getter]
     fn deletes(&self) -> Vec<(String, String, String)> {
-        self.0.deletes.clone()
+        self.deletes.clone()
     }
     #[getter]
-    fn updates<'py>(&self, py: Python<'py>) -> Vec<(String, Bound<'py, PyBytes>)> {
-        self.0
-            .updates
+    fn updates(&self, py: Python<'_>) -> Vec<(String, Py<PyBytes>)> {
+        self.updates
             .iter()
-            .map(|(name, body)| (name.clone(), PyBytes::new(py, body)))
+            .map(|(name, body)| (name.clone(), body.clone_ref(py)))
             .collect()
     }
     #[getter]
-    fn creates<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
-        self.0
-            .creates
-            .iter()
-            .map(|body| PyBytes::new(py, body))
-            .collect()
+    fn creates(&self, py: Python<'_>) -> Vec<Py<PyBytes>> {
+        self.creates.iter().map(|body| body.clone_ref(py)).collect()
     }
 }
 
@@ -217,7 +280,10 @@ fn prepare_desired(
     let mut entries = Vec::with_capacity(items.len());
     for item in &items {
         let (name, pool): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
-        entries.push(entry(&name, &pool));
+        entries.push(match name.cast::<PyString>().ok().and_then(|k| utf8(k)) {
+            Some(k) => (k, pool_input(&pool)),
+            None => entry(&name, &pool),
+        });
     }
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
     // Not detached: the tree borrows strings from the Python objects (see `utf8`).
@@ -257,7 +323,7 @@ fn plan_pool(
             node_name,
         )
     });
-    Ok(PyPlan(plan))
+    Ok(PyPlan::new(py, plan))
 }
 
 #[pyfunction]

@@ -1,7 +1,7 @@
 //! `prepare_desired`: limits and formats of `resource.k8s.io/v1` (docs/core.md §3), and the
 //! canonical desired state they guard.
 //!
-//! The input arrives as an `Input` tree that the glue copied out of Python data; every problem
+//! The input arrives as an `Input` tree that the glue builds over Python data; every problem
 //! is collected with its path, in traversal order, and a device's canonical JSON is rendered
 //! only once it is known to be valid.
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -11,8 +11,14 @@ use serde_json::Value;
 use crate::canonical::{self, Tree, View};
 use crate::quantity;
 
+/// A list that the glue converts one item at a time: a flat pool's devices. Why: the input
+/// tree of 100,000 devices at once takes several times the memory of the desired state.
+pub trait Items<'a> {
+    fn count(&self) -> usize;
+    fn item(&self, index: usize) -> Input<'a>;
+}
+
 /// Plain data as Python handed it over. Dict entries are sorted by key.
-#[derive(Clone, Debug, PartialEq)]
 pub enum Input<'a> {
     Null,
     Bool(bool),
@@ -24,6 +30,8 @@ pub enum Input<'a> {
     /// A str that does not encode as UTF-8 (lone surrogates).
     BadStr,
     List(Vec<Input<'a>>),
+    /// A list read item by item (see `Items`).
+    Lazy(Box<dyn Items<'a> + 'a>),
     Dict(Vec<(&'a str, Input<'a>)>),
     /// Any other type, by its Python type name.
     Other(String),
@@ -240,9 +248,9 @@ fn check_device_id(e: &mut Errors<'_>, name: &str) {
     }
 }
 
-fn check_str<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i str> {
+fn check_str<'i>(e: &mut Errors<'_>, v: &Input<'i>) -> Option<&'i str> {
     match v {
-        Input::Str(s) => Some(s),
+        Input::Str(s) => Some(*s),
         Input::BadStr => {
             e.report("not valid UTF-8");
             None
@@ -282,7 +290,7 @@ fn check_int(e: &mut Errors<'_>, v: &Input<'_>) -> Option<i64> {
     }
 }
 
-fn check_dict<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i [(&'i str, Input<'i>)]> {
+fn check_dict<'x, 'i>(e: &mut Errors<'_>, v: &'x Input<'i>) -> Option<&'x [(&'i str, Input<'i>)]> {
     match v {
         Input::Dict(d) => Some(d),
         _ => {
@@ -292,7 +300,7 @@ fn check_dict<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i [(&'i str,
     }
 }
 
-fn check_list<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i [Input<'i>]> {
+fn check_list<'x, 'i>(e: &mut Errors<'_>, v: &'x Input<'i>) -> Option<&'x [Input<'i>]> {
     match v {
         Input::List(l) => Some(l),
         _ => {
@@ -303,7 +311,7 @@ fn check_list<'i>(e: &mut Errors<'_>, v: &'i Input<'i>) -> Option<&'i [Input<'i>
 }
 
 /// The generic rules, for members passed through as they are.
-fn check_generic<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
+fn check_generic<'i>(e: &mut Errors<'i>, v: &Input<'i>) {
     match v {
         Input::Null | Input::Bool(_) | Input::Int(_) | Input::Str(_) => {}
         Input::BigInt | Input::Float => {
@@ -313,6 +321,11 @@ fn check_generic<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
         Input::List(items) => {
             for (i, item) in items.iter().enumerate() {
                 e.at(Seg::Index(i), |e| check_generic(e, item));
+            }
+        }
+        Input::Lazy(items) => {
+            for i in 0..items.count() {
+                e.at(Seg::Index(i), |e| check_generic(e, &items.item(i)));
             }
         }
         Input::Dict(entries) => {
@@ -346,7 +359,7 @@ fn check_max<T>(e: &mut Errors<'_>, items: &[T], max: usize, what: &str) {
 
 fn check_string_list<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input<'i>,
+    v: &Input<'i>,
     max: usize,
     what: &str,
     each: impl Fn(&mut Errors<'i>, &str),
@@ -381,7 +394,7 @@ const ATTRIBUTE_TYPES: [&str; 8] = [
     "bool", "bools", "int", "ints", "string", "strings", "version", "versions",
 ];
 
-fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> bool {
+fn check_attribute<'i>(e: &mut Errors<'i>, v: &Input<'i>) -> bool {
     let Some(entries) = check_dict(e, v) else {
         return false;
     };
@@ -445,7 +458,7 @@ fn check_attribute<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> bool {
     list
 }
 
-fn check_capacity<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
+fn check_capacity<'i>(e: &mut Errors<'i>, v: &Input<'i>) {
     let Some(entries) = check_dict(e, v) else {
         return;
     };
@@ -461,7 +474,7 @@ fn check_capacity<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
     }
 }
 
-fn check_request_policy<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
+fn check_request_policy<'i>(e: &mut Errors<'i>, v: &Input<'i>) {
     let Some(entries) = check_dict(e, v) else {
         return;
     };
@@ -491,7 +504,7 @@ fn check_request_policy<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
 }
 
 /// `{name: {"value": quantity}}`, at most 32.
-fn check_counters<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> Vec<&'i str> {
+fn check_counters<'i>(e: &mut Errors<'i>, v: &Input<'i>) -> Vec<&'i str> {
     let Some(entries) = check_dict(e, v) else {
         return Vec::new();
     };
@@ -522,7 +535,7 @@ fn check_counters<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) -> Vec<&'i str> {
 /// The counter sets a slice shares: name -> counter names.
 type CounterSets<'i> = HashMap<&'i str, HashSet<&'i str>>;
 
-fn check_taint<'i>(e: &mut Errors<'i>, v: &'i Input<'i>) {
+fn check_taint<'i>(e: &mut Errors<'i>, v: &Input<'i>) {
     let Some(entries) = check_dict(e, v) else {
         return;
     };
@@ -574,7 +587,7 @@ struct DeviceContext<'c, 'i> {
 }
 
 /// Checks one device; true when it uses advanced features.
-fn check_device<'i>(e: &mut Errors<'i>, v: &'i Input<'i>, ctx: &DeviceContext<'_, 'i>) -> bool {
+fn check_device<'i>(e: &mut Errors<'i>, v: &Input<'i>, ctx: &DeviceContext<'_, 'i>) -> bool {
     let Some(entries) = check_dict(e, v) else {
         return false;
     };
@@ -690,7 +703,7 @@ fn check_device<'i>(e: &mut Errors<'i>, v: &'i Input<'i>, ctx: &DeviceContext<'_
 
 fn check_consumption<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input<'i>,
+    v: &Input<'i>,
     sets: &CounterSets<'i>,
     seen: &mut HashSet<&'i str>,
 ) {
@@ -777,10 +790,14 @@ impl Tree for Input<'_> {
             Input::Str(s) => View::Str(s),
             Input::List(items) => View::List(items),
             Input::Dict(_) => View::Map,
-            // Reported as errors; nothing is written from an invalid state.
-            Input::Null | Input::BigInt | Input::Float | Input::BadStr | Input::Other(_) => {
-                View::Null
-            }
+            // Reported as errors; nothing is written from an invalid state. A lazy list is
+            // a flat pool's devices, which are rendered one by one, never as a whole.
+            Input::Null
+            | Input::BigInt
+            | Input::Float
+            | Input::BadStr
+            | Input::Other(_)
+            | Input::Lazy(_) => View::Null,
         }
     }
     fn for_each_member<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a Self)) {
@@ -798,9 +815,9 @@ impl Tree for Input<'_> {
 
 /// A checked subtree as a pruned JSON value, its quantities (`quantities`) canonical.
 /// Walks the quantities of a subtree.
-type QuantityWalk<'a> = dyn Fn(&'a Input<'a>, &mut dyn FnMut(&'a Input<'a>));
+type QuantityWalk<'x, 'i> = dyn Fn(&'x Input<'i>, &mut dyn FnMut(&'x Input<'i>));
 
-fn to_value<'a>(v: &'a Input<'a>, quantities: &QuantityWalk<'a>) -> Option<Value> {
+fn to_value<'x, 'i>(v: &'x Input<'i>, quantities: &QuantityWalk<'x, 'i>) -> Option<Value> {
     let mut subs = Vec::new();
     quantities(v, &mut |q| {
         canonical::quantity_sub(&mut subs, q, quantity::canonical)
@@ -812,16 +829,13 @@ fn to_value<'a>(v: &'a Input<'a>, quantities: &QuantityWalk<'a>) -> Option<Value
 /// The devices of one list (a flat pool or one slice), with name uniqueness across `names`.
 fn check_devices<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input<'i>,
+    v: &Input<'i>,
     ctx: &DeviceContext<'_, 'i>,
     names: &mut HashSet<&'i str>,
     max_slice_bytes: usize,
 ) -> Vec<DeviceEntry> {
-    let Some(items) = check_list(e, v) else {
-        return Vec::new();
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
+    let mut out = Vec::new();
+    let mut check = |e: &mut Errors<'i>, i: usize, item: &Input<'i>| {
         e.at(Seg::Index(i), |e| {
             let before = e.count();
             let advanced = check_device(e, item, ctx);
@@ -838,6 +852,15 @@ fn check_devices<'i>(
                 out.extend(device_entry(e, item, advanced, max_slice_bytes));
             }
         });
+    };
+    if let Input::Lazy(items) = v {
+        for i in 0..items.count() {
+            check(e, i, &items.item(i));
+        }
+    } else if let Some(items) = check_list(e, v) {
+        for (i, item) in items.iter().enumerate() {
+            check(e, i, item);
+        }
     }
     out
 }
@@ -845,7 +868,7 @@ fn check_devices<'i>(
 fn check_pool<'i>(
     e: &mut Errors<'i>,
     name: &'i str,
-    v: &'i Input<'i>,
+    v: &Input<'i>,
     max_slice_bytes: usize,
 ) -> Option<DesiredPool> {
     if name.is_empty()
@@ -915,7 +938,7 @@ fn check_pool<'i>(
 /// Every counter set the pool's slices share, read without reporting (the checks that
 /// report come later, in traversal order): the API keeps sharedCounters and devices in
 /// different slices, so a device refers to counter sets across the pool.
-fn pool_counter_sets<'i>(slices: &'i [Input<'i>]) -> CounterSets<'i> {
+fn pool_counter_sets<'i>(slices: &[Input<'i>]) -> CounterSets<'i> {
     let mut sets = CounterSets::new();
     for item in slices {
         let Input::Dict(entries) = item else { continue };
@@ -938,7 +961,7 @@ fn pool_counter_sets<'i>(slices: &'i [Input<'i>]) -> CounterSets<'i> {
 
 fn check_slices<'i>(
     e: &mut Errors<'i>,
-    v: &'i Input<'i>,
+    v: &Input<'i>,
     names: &mut HashSet<&'i str>,
     max_slice_bytes: usize,
 ) -> Vec<SliceSpec> {
@@ -1049,9 +1072,9 @@ fn check_slices<'i>(
 }
 
 /// Validates and canonicalises; the errors in traversal order when anything is wrong.
-pub fn prepare_desired(
-    driver: &Input<'_>,
-    pools: &[(&str, Input<'_>)],
+pub fn prepare_desired<'i>(
+    driver: &Input<'i>,
+    pools: &[(&'i str, Input<'i>)],
     max_slice_bytes: usize,
 ) -> Result<Desired, Vec<String>> {
     let mut e = Errors {
