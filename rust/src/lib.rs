@@ -183,8 +183,8 @@ impl PySliceRecord {
         self.0.node_name.as_deref()
     }
     #[getter]
-    fn device_names(&self) -> Vec<String> {
-        self.0.device_names.clone()
+    fn device_names(&self) -> Vec<&str> {
+        self.0.device_names.iter().collect()
     }
 
     fn same_content(&self, other: &Bound<'_, PySliceRecord>) -> bool {

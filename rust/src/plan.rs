@@ -113,7 +113,7 @@ fn desired_slices<'d>(
         held[index] = record
             .device_names
             .iter()
-            .filter_map(|n| by_name.get(n.as_str()).copied())
+            .filter_map(|n| by_name.get(n).copied())
             .collect();
     }
     let items: Vec<Item> = devices
@@ -166,12 +166,7 @@ impl<'r> StoredTimes<'r> {
         let by_device = self.by_device.get_or_insert_with(|| {
             records
                 .iter()
-                .flat_map(|r| {
-                    r.device_names
-                        .iter()
-                        .map(String::as_str)
-                        .zip(r.devices.iter().map(String::as_str))
-                })
+                .flat_map(|r| r.device_names.iter().zip(r.devices.iter()))
                 .collect()
         });
         let Some(stored) = by_device.get(device.name.as_str()) else {
@@ -283,7 +278,7 @@ pub fn plan_pool(
                 let same_devices = r.devices.len() == s.devices.len()
                     && s.devices
                         .iter()
-                        .zip(&r.devices)
+                        .zip(r.devices.iter())
                         .all(|(d, stored)| canonical::device_eq(&d.json, stored));
                 !(same_devices
                     && canonical::header_eq(
