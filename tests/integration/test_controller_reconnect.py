@@ -32,7 +32,9 @@ def test_watch_reconnects_after_an_apiserver_crash(module_kube_cluster: TestClus
         env.api.delete_resource_slice(ours["metadata"]["name"], _preload_content=False)
         healed = wait_until(lambda: env.slices())
         assert devices_of(healed[0]) == [device(0)]
-        assert healed[0]["metadata"]["name"] != ours["metadata"]["name"]
+        # The same name (it is derived from the pool and index), a new object.
+        assert healed[0]["metadata"]["name"] == ours["metadata"]["name"]
+        assert healed[0]["metadata"]["uid"] != ours["metadata"]["uid"]
     finally:
         env.close()
 
