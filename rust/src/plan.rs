@@ -198,6 +198,26 @@ impl<'r> StoredTimes<'r> {
     }
 }
 
+/// Whether the pool's writes can go out under its current generation (docs/core.md §5).
+///
+/// Consumers use only the highest generation, and only once all `resourceSliceCount` slices
+/// of it are there. One in-place update keeps such a pool consistent. So does filling the
+/// empty slots of an interrupted publish (a crash, a lost response, a slice deleted by hand)
+/// when every slice of the generation that stays is already as desired: the new slices hold
+/// only devices no other slice has. Anything else needs a new generation, so that consumers
+/// never mix old and new slices.
+fn keeps_generation(
+    missing: usize,
+    updates_needed: usize,
+    kept: usize,
+    drops_current: bool,
+) -> bool {
+    if missing == 0 {
+        return updates_needed <= 1;
+    }
+    updates_needed == 0 && kept > 0 && !drops_current
+}
+
 /// Plans `pool`; see docs/core.md §5.
 pub fn plan_pool(
     desired: Option<&Desired>,
@@ -217,21 +237,20 @@ pub fn plan_pool(
     };
     let driver = desired.driver.as_str();
     let max_gen = existing.iter().map(|r| r.generation).max().unwrap_or(0);
-    let mut deletes = Vec::new();
+    let mut dropped: Vec<&Record> = Vec::new();
     let mut current: BTreeMap<usize, &Record> = BTreeMap::new();
     for &record in existing {
         match index_of(&record.name, driver, owner, pool) {
             Some(index) => {
                 current.insert(index, record);
             }
-            None => deletes.push(delete(record)),
+            None => dropped.push(record),
         }
     }
     let slices = desired_slices(wanted, &current, desired.max_slice_bytes);
     let count = slices.len();
-    for (_, record) in current.range(count..) {
-        deletes.push(delete(record));
-    }
+    dropped.extend(current.range(count..).map(|(_, &r)| r));
+    let mut deletes: Vec<_> = dropped.iter().map(|r| delete(r)).collect();
     deletes.sort();
 
     let owner_refs = owner.filter(|o| !o.uid.is_empty()).map(|o| {
@@ -294,14 +313,14 @@ pub fn plan_pool(
         .filter(|i| current.get(i).is_none_or(|r| r.generation < max_gen))
         .count();
     let updates_needed = changed.iter().filter(|&&c| c).count() - missing;
-    // One in-place update keeps the pool consistent for consumers; anything more needs a new
-    // generation so that they never mix old and new slices.
+    let kept = count - missing - updates_needed;
+    let drops_current = dropped.iter().any(|r| r.generation == max_gen);
     let (generation, write_all) = if wanted.generation > max_gen {
         (wanted.generation, true)
-    } else if missing > 0 || updates_needed > 1 {
-        (max_gen + 1, true)
-    } else {
+    } else if keeps_generation(missing, updates_needed, kept, drops_current) {
         (max_gen, false)
+    } else {
+        (max_gen + 1, true)
     };
 
     let current_records: Vec<&Record> = existing

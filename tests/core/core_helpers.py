@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 DRIVER = "gpu.example.com"
@@ -64,6 +64,11 @@ def apply(
         rec = core.decode_slice(json.dumps(obj).encode())
         stored[rec.name] = rec
     return list(stored.values())
+
+
+def creating(bodies: list[bytes]) -> SimpleNamespace:
+    """A plan of these creates only: a publish cut off after them, for ``apply``."""
+    return SimpleNamespace(deletes=[], updates=[], creates=bodies)
 
 
 def bodies(plan: Any) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ import re
 from types import ModuleType
 from typing import Any
 
-from core_helpers import DRIVER, OWNER, apply, bodies, devices, pool, prepare
+from core_helpers import DRIVER, OWNER, apply, bodies, creating, devices, pool, prepare
 
 
 def test_empty_pool_is_one_empty_slice(core: ModuleType) -> None:
@@ -109,7 +109,9 @@ def test_foreign_and_random_named_slices_are_deleted(core: ModuleType) -> None:
     assert (plan.updates, plan.creates, plan.generation) == ([], [], 1)
 
 
-def test_obsolete_slice_is_rewritten_in_place_with_a_new_generation(core: ModuleType) -> None:
+def test_obsolete_slice_is_rewritten_in_place_under_the_current_generation(
+    core: ModuleType,
+) -> None:
     desired = prepare(core, {"p": pool(devices(300))})
     records = apply(core, core.plan_pool(desired, "p", [], OWNER, None), [])
     # As after a crash in the middle of a generation change: slice 2 still has generation 0.
@@ -119,9 +121,38 @@ def test_obsolete_slice_is_rewritten_in_place_with_a_new_generation(core: Module
     obj["spec"]["pool"]["generation"] = 0
     records = [r for r in records if r is not stale] + [core.decode_slice(json.dumps(obj).encode())]
     plan = core.plan_pool(desired, "p", records, OWNER, None)
-    assert (plan.deletes, plan.creates, plan.generation) == ([], [], 2)
-    assert sorted(name for name, _ in plan.updates) == sorted(r.name for r in records)
+    # Slices 0 and 1 are as desired: only the obsolete one is written, joining generation 1.
+    assert (plan.deletes, plan.creates, plan.generation) == ([], [], 1)
+    assert [name for name, _ in plan.updates] == [stale.name]
     assert core.plan_pool(desired, "p", apply(core, plan, records), OWNER, None).updates == []
+
+
+def test_an_interrupted_publish_resumes_under_its_generation(core: ModuleType) -> None:
+    desired = prepare(core, {"p": pool(devices(1000))})
+    first = core.plan_pool(desired, "p", [], OWNER, None)
+    # The first 3 of 8 creates landed, then the apiserver went away (or a slice was deleted
+    # by hand): only the missing ones are created, nothing published is rewritten.
+    partial = apply(core, creating(first.creates[:3]), [])
+    plan = core.plan_pool(desired, "p", partial, OWNER, None)
+    assert (plan.generation, plan.updates, plan.deletes) == (1, [], [])
+    assert plan.creates == first.creates[3:]
+
+
+def test_missing_slices_with_other_changes_bump_the_generation(core: ModuleType) -> None:
+    base = devices(300)
+    first = core.plan_pool(prepare(core, {"p": pool(base)}), "p", [], OWNER, None)
+    two_of_three = apply(core, creating(first.creates[:2]), [])
+    edited = [{**base[0], "attributes": {"index": {"int": -1}}}, *base[1:]]
+    plan = core.plan_pool(prepare(core, {"p": pool(edited)}), "p", two_of_three, OWNER, None)
+    assert (plan.generation, len(plan.updates), len(plan.creates)) == (2, 2, 1)
+    # A slice of the current generation to delete (here: a name not ours) holds devices
+    # consumers may be using: filling the gap under the same generation could show them twice.
+    foreign = json.loads(first.creates[2])
+    foreign["metadata"] = {"name": "foreign", "uid": "u-foreign", "resourceVersion": "9"}
+    with_foreign = [*two_of_three, core.decode_slice(json.dumps(foreign).encode())]
+    plan = core.plan_pool(prepare(core, {"p": pool(base)}), "p", with_foreign, OWNER, None)
+    assert plan.deletes == [("foreign", "u-foreign", "9")]
+    assert (plan.generation, len(plan.updates), len(plan.creates)) == (2, 2, 1)
 
 
 def test_driver_generation_wins_and_pool_removal_deletes_all(core: ModuleType) -> None:

@@ -140,6 +140,21 @@ class _StoredTimes:
         return canonical.to_json(value)
 
 
+def _keeps_generation(missing: int, updates_needed: int, kept: int, drops_current: bool) -> bool:
+    """Whether the pool's writes can go out under its current generation (docs/core.md §5).
+
+    Consumers use only the highest generation, and only once all ``resourceSliceCount``
+    slices of it are there. One in-place update keeps such a pool consistent. So does filling
+    the empty slots of an interrupted publish (a crash, a lost response, a slice deleted by
+    hand) when every slice of the generation that stays is already as desired: the new slices
+    hold only devices no other slice has. Anything else needs a new generation, so that
+    consumers never mix old and new slices.
+    """
+    if missing == 0:
+        return updates_needed <= 1
+    return updates_needed == 0 and kept > 0 and not drops_current
+
+
 def _delete(r: SliceRecord) -> tuple[str, str, str]:
     return (r.name, r.uid, r.resource_version)
 
@@ -163,18 +178,18 @@ def plan_pool(
         return Plan(deletes=sorted(_delete(r) for r in existing))
     driver = desired.driver
     max_gen = max((r.generation for r in existing), default=0)
-    deletes: list[tuple[str, str, str]] = []
+    dropped: list[SliceRecord] = []
     current: dict[int, SliceRecord] = {}
     for rec in existing:
         index = index_of(rec.name, driver, owner, pool)
         if index is None:
-            deletes.append(_delete(rec))
+            dropped.append(rec)
         else:
             current[index] = rec
     slices = _desired_slices(wanted, current, desired.max_slice_bytes)
     count = len(slices)
-    deletes.extend(_delete(r) for i, r in current.items() if i >= count)
-    deletes.sort()
+    dropped.extend(r for i, r in current.items() if i >= count)
+    deletes = sorted(_delete(r) for r in dropped)
 
     owner_refs = None
     if owner is not None and owner[3]:
@@ -224,14 +239,14 @@ def plan_pool(
     # overwritten) changes what consumers see of the pool, as a create would.
     missing = sum(1 for i in range(count) if i not in current or current[i].generation < max_gen)
     updates_needed = sum(is_changed) - missing
-    # One in-place update keeps the pool consistent for consumers; anything more needs a new
-    # generation so that they never mix old and new slices.
+    kept = count - missing - updates_needed
+    drops_current = any(r.generation == max_gen for r in dropped)
     if wanted.generation > max_gen:
         generation, write_all = wanted.generation, True
-    elif missing > 0 or updates_needed > 1:
-        generation, write_all = max_gen + 1, True
-    else:
+    elif _keeps_generation(missing, updates_needed, kept, drops_current):
         generation, write_all = max_gen, False
+    else:
+        generation, write_all = max_gen + 1, True
 
     times = _StoredTimes([r for r in existing if r.generation == max_gen])
     updates: list[tuple[str, bytes]] = []
