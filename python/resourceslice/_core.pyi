@@ -64,7 +64,7 @@ class Plan:
         """``(name, body)``: replace the named slice with ``body`` (JSON)."""
     @property
     def creates(self) -> list[bytes]:
-        """Bodies (JSON) to create; each has ``metadata.generateName``."""
+        """Bodies (JSON) to create, each with its slice name (docs/core.md §5)."""
 
 def prepare_desired(
     driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int

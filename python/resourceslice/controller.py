@@ -125,7 +125,7 @@ class Controller:
         self._quiet_until = 0.0
         self._resource_api = ResourceV1Api(api_client)
         self._store = SliceStore()
-        self._mutations = MutationCache(mutation_cache_ttl, clock)
+        self._mutations = MutationCache(mutation_cache_ttl, clock, self._store.get)
         self._queue: WorkQueue[str] = WorkQueue(clock)
         self._informer = SliceInformer(
             api_client,

@@ -12,7 +12,7 @@ re-checks a pool once its entries expire.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,9 +48,17 @@ class _Deleted:
 
 
 class MutationCache:
-    def __init__(self, ttl: float, clock: Clock | None = None) -> None:
+    """``informer_record``: the informer's current record of a slice, by name."""
+
+    def __init__(
+        self,
+        ttl: float,
+        clock: Clock | None = None,
+        informer_record: Callable[[str], SliceRecord | None] = lambda _: None,
+    ) -> None:
         self._ttl = ttl
         self._clock: Clock = clock or MonotonicClock()
+        self._informer_record = informer_record
         self._lock = threading.Lock()
         self._written: dict[str, _Written] = {}
         self._deleted: dict[str, _Deleted] = {}
@@ -63,6 +71,13 @@ class MutationCache:
         """``record`` is what the apiserver returned for a create or update."""
         with self._lock:
             self._deleted.pop(record.name, None)
+            # The watch can deliver a write before its response arrives; the informer then
+            # already has it, and an entry would only hold a second copy until it expires.
+            # Checked under the lock: an event delivered after this check is observed after it.
+            seen = self._informer_record(record.name)
+            if seen is not None and _not_older(seen.resource_version, record.resource_version):
+                self._written.pop(record.name, None)
+                return
             self._written[record.name] = _Written(record, self._clock.now() + self._ttl)
 
     def deleted(self, pool: str, name: str, uid: str) -> None:

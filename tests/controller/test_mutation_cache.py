@@ -112,3 +112,18 @@ def test_observed_delete_confirms_our_delete(cache: MutationCache) -> None:
     cache.deleted("p", "s1", "uid-s1")
     cache.observed(Rec("s1", "p", "12"), deleted=True)  # type: ignore[arg-type]
     assert cache.expires_in("p") is None
+
+
+def test_write_the_informer_already_delivered_is_not_kept(clock: FakeClock) -> None:
+    # The watch event of a write can arrive before the write's response.
+    informer = {"s1": Rec("s1", "p", "10"), "s2": Rec("s2", "p", "11")}
+    cache = MutationCache(60, clock, informer.get)  # type: ignore[arg-type]
+    cache.stored(Rec("s1", "p", "10"))  # type: ignore[arg-type]
+    assert len(cache) == 0 and cache.expires_in("p") is None
+    cache.stored(Rec("s2", "p", "12"))  # type: ignore[arg-type]
+    cache.stored(Rec("s3", "p", "13"))  # type: ignore[arg-type]
+    assert merge(cache, "p", *informer.values()) == [
+        Rec("s1", "p", "10"),
+        Rec("s2", "p", "12"),
+        Rec("s3", "p", "13"),
+    ]
