@@ -60,11 +60,17 @@ class Plan:
     def deletes(self) -> list[tuple[str, str, str]]:
         """``(name, uid, resource_version)``: delete with these preconditions."""
     @property
+    def writes(self) -> list[str]:
+        """Names of every slice to write: the updates, then the creates."""
+    @property
+    def next_write(self) -> int:
+        """Where the next window starts: ``len(writes)`` when this one reached the end."""
+    @property
     def updates(self) -> list[tuple[str, bytes]]:
-        """``(name, body)``: replace the named slice with ``body`` (JSON)."""
+        """``(name, body)``: replace the named slice with ``body`` (JSON). Within the window."""
     @property
     def creates(self) -> list[bytes]:
-        """Bodies (JSON) to create, each with its slice name (docs/core.md §5)."""
+        """Bodies (JSON) to create, each with its slice name. Within the window."""
 
 def prepare_desired(
     driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
@@ -77,7 +83,12 @@ def plan_pool(
     existing: Sequence[SliceRecord],
     owner: OwnerRef | None,
     node_name: str | None,
-) -> Plan: ...
+    first_write: int = 0,
+    max_body_bytes: int | None = None,
+) -> Plan:
+    """Bodies only for the window: ``writes`` from ``first_write`` on, until the bodies
+    reach ``max_body_bytes`` (at least one)."""
+
 def decode_slice(data: bytes) -> SliceRecord: ...
 def decode_list(data: bytes) -> tuple[str, list[SliceRecord]]: ...
 def decode_watch_event(data: bytes) -> tuple[str, SliceRecord | None, str]: ...

@@ -49,6 +49,10 @@ DEFAULT_SYNC_DELAY = 30.0
 DEFAULT_MUTATION_CACHE_TTL = 60.0
 DEFAULT_UPDATE_INTERVAL = 1.0
 DEFAULT_MAX_SLICE_BYTES = 1 << 20
+#: Bytes of request bodies one sync renders at a time (docs/core.md §5, window). A
+#: 100,000-device pool's first publish is 12 MB of bodies: held all at once, next to the
+#: records of what was sent, they were a third of the controller's peak memory.
+_BODY_BYTES_PER_WINDOW = 1 << 20
 #: Time for the watch to deliver slices another writer created (see SliceExistsError):
 #: replanning before would write against an incomplete view of the pool.
 _EXISTING_SLICE_RETRY = 1.0
@@ -315,7 +319,14 @@ class Controller:
             desired, version = self._desired, self._version
             dropped = self._dropped.get(pool)
         existing = self._mutations.merge(pool, self._store.by_pool(pool))
-        plan = core.plan_pool(desired, pool, existing, owner, self._node_name)
+
+        def window(first_write: int) -> Plan:
+            # The same inputs give the same plan: only which bodies are rendered differs.
+            return core.plan_pool(
+                desired, pool, existing, owner, self._node_name, first_write, _BODY_BYTES_PER_WINDOW
+            )
+
+        plan = window(0)
         redundant = (
             dropped is not None
             and dropped.version == version
@@ -323,7 +334,16 @@ class Controller:
         )
         if not redundant:
             self._report_overwrites(pool, plan, existing)
-            self._execute(pool, plan, version)
+            # Deletes first: they free the names and the room; then updates, then creates
+            # (the order of plan.writes), so a consumer never sees more slices of the new
+            # generation than resourceSliceCount.
+            self._delete(pool, plan.deletes)
+            self._write(pool, plan, version)
+            while plan.next_write < len(plan.writes):
+                if self._stopped:
+                    return
+                plan = window(plan.next_write)
+                self._write(pool, plan, version)
         with self._lock:
             self._counts["syncs"] += 1
             if self._version == version:
@@ -339,20 +359,20 @@ class Controller:
         with self._lock:
             overwritten = [
                 name
-                for name, _ in plan.updates
-                if self._own_versions.get(name, versions.get(name)) != versions.get(name)
+                for name in plan.writes
+                if name in versions
+                and self._own_versions.get(name, versions[name]) != versions[name]
             ]
         for name in overwritten:
             self._report(
                 ConflictingWriterError(pool, name), f"updating ResourceSlice {name!r} of {pool!r}"
             )
 
-    def _execute(self, pool: str, plan: Plan, version: int) -> None:
-        # Deletes first: they free the names and the room; then updates, then creates, so a
-        # consumer never sees more slices of the new generation than resourceSliceCount.
-        # stop() ends a sync between two writes: a large pool's publish must not go on writing
-        # after the caller was told the controller stopped.
-        for name, uid, resource_version in plan.deletes:
+    # stop() ends a sync between two writes: a large pool's publish must not go on writing
+    # after the caller was told the controller stopped.
+
+    def _delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
+        for name, uid, resource_version in deletes:
             if self._stopped:
                 return
             try:
@@ -376,6 +396,9 @@ class Controller:
             with self._lock:
                 self._own_versions.pop(name, None)
             self._mutations.deleted(pool, name, uid)
+
+    def _write(self, pool: str, plan: Plan, version: int) -> None:
+        """The updates and creates of ``plan``'s window."""
         for name, body in plan.updates:
             if self._stopped:
                 return
@@ -430,10 +453,10 @@ class Controller:
 
 def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:
     """Whether ``plan`` would just rewrite slices exactly as our own last writes left them."""
-    if plan.creates or plan.deletes or not plan.updates:
+    if plan.deletes or not plan.writes:
         return False
     versions = {record.name: record.resource_version for record in existing}
-    return all(written.get(name) == versions.get(name) for name, _ in plan.updates)
+    return all(name in versions and written.get(name) == versions[name] for name in plan.writes)
 
 
 def start_controller(

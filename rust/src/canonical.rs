@@ -164,9 +164,6 @@ pub fn to_json_with<T: Tree>(v: &T, subs: &Substitutions<T>) -> String {
     if !write(v, subs, &mut out) {
         out.extend_from_slice(b"null");
     }
-    // Devices' JSON is kept for as long as the desired state or the record: without this,
-    // each of 100,000 devices would hold its 512-byte starting buffer.
-    out.shrink_to_fit();
     String::from_utf8(out).expect("JSON written from str is UTF-8")
 }
 
@@ -469,7 +466,6 @@ pub fn stored_device(device: &Value) -> Option<(String, String)> {
         .to_owned();
     let mut out = Vec::with_capacity(512);
     write(device, &subs, &mut out).then(|| {
-        out.shrink_to_fit();
         (
             name,
             String::from_utf8(out).expect("JSON written from str is UTF-8"),

@@ -4,42 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::canonical::{self, Header};
-
-/// Strings stored back to back in one buffer. Why: a record kept two heap strings per
-/// device, and 100,000 devices' worth of small allocations cost more than the text itself.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StrList {
-    text: String,
-    ends: Vec<u32>,
-}
-
-impl StrList {
-    fn push(&mut self, s: &str) {
-        self.text.push_str(s);
-        self.ends
-            .push(u32::try_from(self.text.len()).expect("a slice is far below 4 GiB"));
-    }
-
-    fn shrink_to_fit(&mut self) {
-        self.text.shrink_to_fit();
-        self.ends.shrink_to_fit();
-    }
-
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> {
-        (0..self.ends.len()).map(|i| {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-            &self.text[start..self.ends[i] as usize]
-        })
-    }
-}
+use crate::strlist::StrList;
 
 /// What the store keeps of one ResourceSlice.
 #[derive(Clone, Debug, PartialEq)]

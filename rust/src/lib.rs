@@ -10,6 +10,7 @@ pub mod decode;
 pub mod pack;
 pub mod plan;
 pub mod quantity;
+pub mod strlist;
 pub mod validate;
 
 use decode::{Event, Record};
@@ -209,6 +210,8 @@ struct PyPlan {
     slice_count: usize,
     device_count: usize,
     deletes: Vec<(String, String, String)>,
+    writes: Vec<String>,
+    next_write: usize,
     updates: Vec<(String, Py<PyBytes>)>,
     creates: Vec<Py<PyBytes>>,
 }
@@ -220,6 +223,8 @@ impl PyPlan {
             slice_count: plan.slice_count,
             device_count: plan.device_count,
             deletes: plan.deletes,
+            writes: plan.writes,
+            next_write: plan.next_write,
             updates: plan
                 .updates
                 .into_iter()
@@ -251,6 +256,14 @@ impl PyPlan {
     #[getter]
     fn deletes(&self) -> Vec<(String, String, String)> {
         self.deletes.clone()
+    }
+    #[getter]
+    fn writes(&self) -> Vec<String> {
+        self.writes.clone()
+    }
+    #[getter]
+    fn next_write(&self) -> usize {
+        self.next_write
     }
     #[getter]
     fn updates(&self, py: Python<'_>) -> Vec<(String, Py<PyBytes>)> {
@@ -294,7 +307,8 @@ fn prepare_desired(
 }
 
 #[pyfunction]
-#[pyo3(signature = (desired, pool, existing, owner, node_name))]
+#[pyo3(signature = (desired, pool, existing, owner, node_name, first_write=0, max_body_bytes=None))]
+#[allow(clippy::too_many_arguments)] // the Python signature, one argument each
 fn plan_pool(
     py: Python<'_>,
     desired: Option<Py<PyDesired>>,
@@ -302,6 +316,8 @@ fn plan_pool(
     existing: &Bound<'_, PyAny>,
     owner: Option<(String, String, String, String)>,
     node_name: Option<&str>,
+    first_write: usize,
+    max_body_bytes: Option<usize>,
 ) -> PyResult<PyPlan> {
     let records: Vec<Py<PySliceRecord>> = existing
         .try_iter()?
@@ -321,6 +337,10 @@ fn plan_pool(
             &records,
             owner.as_ref(),
             node_name,
+            plan::Window {
+                first_write,
+                max_body_bytes,
+            },
         )
     });
     Ok(PyPlan::new(py, plan))

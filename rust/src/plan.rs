@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::canonical::{self, Header};
 use crate::decode::Record;
 use crate::pack::{self, Item};
-use crate::validate::{Desired, DesiredPool, DeviceEntry, PoolDevices};
+use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
 
 /// The slices' owner: `(api_version, kind, name, uid)`.
 pub struct Owner {
@@ -25,6 +25,11 @@ pub struct Plan {
     pub slice_count: usize,
     pub device_count: usize,
     pub deletes: Vec<(String, String, String)>,
+    /// Names of every slice to write: the updates, then the creates.
+    pub writes: Vec<String>,
+    /// Where the next window starts: the first write without a body here.
+    pub next_write: usize,
+    /// Bodies of the writes in the requested window only.
     pub updates: Vec<(String, Vec<u8>)>,
     pub creates: Vec<Vec<u8>>,
 }
@@ -77,11 +82,19 @@ fn index_of(name: &str, driver: &str, owner: Option<&Owner>, pool: &str) -> Opti
     (name == slice_name(index, driver, owner, pool)).then_some(index)
 }
 
-/// One desired slice, borrowing from the desired state.
+/// One desired slice, borrowing from the desired state: its devices are positions in
+/// `list` (indices, not entries: a plan is made again for each window of bodies).
 struct SliceRef<'d> {
-    devices: Vec<&'d DeviceEntry>,
+    list: &'d DeviceList,
+    indices: Vec<usize>,
     shared_counters: Option<&'d Value>,
     per_device_node_selection: bool,
+}
+
+impl<'d> SliceRef<'d> {
+    fn devices(&self) -> impl ExactSizeIterator<Item = DeviceEntry<'d>> + '_ {
+        self.indices.iter().map(|&i| self.list.get(i))
+    }
 }
 
 fn desired_slices<'d>(
@@ -94,7 +107,8 @@ fn desired_slices<'d>(
             return slices
                 .iter()
                 .map(|s| SliceRef {
-                    devices: s.devices.iter().collect(),
+                    list: &s.devices,
+                    indices: (0..s.devices.len()).collect(),
                     shared_counters: s.shared_counters.as_ref(),
                     per_device_node_selection: s.per_device_node_selection,
                 })
@@ -102,13 +116,17 @@ fn desired_slices<'d>(
         }
         PoolDevices::Flat(devices) => devices,
     };
-    let by_name: HashMap<&str, usize> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (d.name.as_str(), i))
-        .collect();
     let slots = current.keys().next_back().map_or(0, |&i| i + 1);
     let mut held = vec![Vec::new(); slots];
+    let by_name: HashMap<&str, usize> = if current.is_empty() {
+        HashMap::new() // a first publish: no device is held anywhere
+    } else {
+        devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.name, i))
+            .collect()
+    };
     for (&index, record) in current {
         held[index] = record
             .device_names
@@ -125,8 +143,9 @@ fn desired_slices<'d>(
         .collect();
     pack::pack(&items, &held, max_bytes)
         .into_iter()
-        .map(|slice| SliceRef {
-            devices: slice.into_iter().map(|i| &devices[i]).collect(),
+        .map(|indices| SliceRef {
+            list: devices,
+            indices,
             shared_counters: None,
             per_device_node_selection: false,
         })
@@ -158,9 +177,9 @@ struct StoredTimes<'r> {
 impl<'r> StoredTimes<'r> {
     /// `device` with each taint lacking `timeAdded` given the stored one of the same
     /// key, value and effect, so the server's time is kept.
-    fn fill(&mut self, device: &DeviceEntry) -> String {
+    fn fill(&mut self, device: &DeviceEntry<'_>) -> String {
         if !device.untimed_taints {
-            return device.json.clone();
+            return device.json.to_owned();
         }
         let records = self.records;
         let by_device = self.by_device.get_or_insert_with(|| {
@@ -169,14 +188,14 @@ impl<'r> StoredTimes<'r> {
                 .flat_map(|r| r.device_names.iter().zip(r.devices.iter()))
                 .collect()
         });
-        let Some(stored) = by_device.get(device.name.as_str()) else {
-            return device.json.clone();
+        let Some(stored) = by_device.get(device.name) else {
+            return device.json.to_owned();
         };
         let stored: Value = serde_json::from_str(stored).expect("canonical JSON");
         let Some(Value::Array(stored_taints)) = stored.get("taints") else {
-            return device.json.clone();
+            return device.json.to_owned();
         };
-        let mut value: Value = serde_json::from_str(&device.json).expect("canonical JSON");
+        let mut value: Value = serde_json::from_str(device.json).expect("canonical JSON");
         if let Some(Value::Array(taints)) = value.get_mut("taints") {
             for taint in taints.iter_mut().filter(|t| t.get("timeAdded").is_none()) {
                 let same = |s: &&Value| {
@@ -218,6 +237,14 @@ fn keeps_generation(
     updates_needed == 0 && kept > 0 && !drops_current
 }
 
+/// Which writes of a plan get bodies: from `first_write` on, in the order of
+/// `Plan::writes`, until the bodies reach `max_body_bytes` (at least one; all when None).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Window {
+    pub first_write: usize,
+    pub max_body_bytes: Option<usize>,
+}
+
 /// Plans `pool`; see docs/core.md §5.
 pub fn plan_pool(
     desired: Option<&Desired>,
@@ -225,6 +252,7 @@ pub fn plan_pool(
     existing: &[&Record],
     owner: Option<&Owner>,
     node_name: Option<&str>,
+    window: Window,
 ) -> Plan {
     let delete = |r: &Record| (r.name.clone(), r.uid.clone(), r.resource_version.clone());
     let Some((desired, wanted)) = desired.and_then(|d| Some((d, d.pools.get(pool)?))) else {
@@ -294,11 +322,10 @@ pub fn plan_pool(
             None => true,
             Some(r) if r.generation < max_gen => true,
             Some(r) => {
-                let same_devices = r.devices.len() == s.devices.len()
-                    && s.devices
-                        .iter()
+                let same_devices = r.devices.len() == s.indices.len()
+                    && s.devices()
                         .zip(r.devices.iter())
-                        .all(|(d, stored)| canonical::device_eq(&d.json, stored));
+                        .all(|(d, stored)| canonical::device_eq(d.json, stored));
                 !(same_devices
                     && canonical::header_eq(
                         &canonical::to_json(&header(s, r.generation, Some(r)).to_value()),
@@ -332,12 +359,25 @@ pub fn plan_pool(
         records: &current_records,
         by_device: None,
     };
+    let mut to_write: Vec<usize> = (0..count).filter(|&i| write_all || changed[i]).collect();
+    // Updates before creates (docs/core.md §5), each in index order.
+    to_write.sort_by_key(|i| !current.contains_key(i));
+    let writes: Vec<String> = to_write
+        .iter()
+        .map(|&i| slice_name(i, driver, owner, pool))
+        .collect();
     let mut updates = Vec::new();
     let mut creates = Vec::new();
-    for (i, s) in slices.iter().enumerate() {
-        if !(write_all || changed[i]) {
-            continue;
+    let mut rendered = 0;
+    let mut next_write = window.first_write;
+    for (&i, name) in to_write.iter().zip(&writes).skip(window.first_write) {
+        if window
+            .max_body_bytes
+            .is_some_and(|max| next_write > window.first_write && rendered >= max)
+        {
+            break;
         }
+        let s = &slices[i];
         let record = current.get(&i).copied();
         let mut h = header(s, generation, record).to_value();
         let Value::Object(spec) = &mut h else {
@@ -349,10 +389,7 @@ pub fn plan_pool(
                 metadata.insert(key.into(), v);
             }
         }
-        metadata.insert(
-            "name".into(),
-            Value::from(slice_name(i, driver, owner, pool)),
-        );
+        metadata.insert("name".into(), Value::from(name.as_str()));
         if let Some(r) = record {
             metadata.insert(
                 "resourceVersion".into(),
@@ -363,8 +400,8 @@ pub fn plan_pool(
             .iter()
             .map(|(k, v)| (k.as_str(), canonical::to_json(v)))
             .collect();
-        if !s.devices.is_empty() {
-            let devices: Vec<String> = s.devices.iter().map(|d| times.fill(d)).collect();
+        if !s.indices.is_empty() {
+            let devices: Vec<String> = s.devices().map(|d| times.fill(&d)).collect();
             spec_members.push(("devices", format!("[{}]", devices.join(","))));
         }
         let body = write_object(vec![
@@ -374,8 +411,10 @@ pub fn plan_pool(
             ("spec", write_object(spec_members)),
         ])
         .into_bytes();
+        rendered += body.len();
+        next_write += 1;
         match record {
-            Some(r) => updates.push((r.name.clone(), body)),
+            Some(_) => updates.push((name.clone(), body)),
             None => creates.push(body),
         }
     }
@@ -384,6 +423,8 @@ pub fn plan_pool(
         slice_count: count,
         device_count: wanted.device_count(),
         deletes,
+        writes,
+        next_write,
         updates,
         creates,
     }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::canonical::{self, Tree, View};
 use crate::quantity;
+use crate::strlist::StrList;
 
 /// A list that the glue converts one item at a time: a flat pool's devices. Why: the input
 /// tree of 100,000 devices at once takes several times the memory of the desired state.
@@ -37,28 +38,74 @@ pub enum Input<'a> {
     Other(String),
 }
 
-/// One device of the desired state, canonical.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DeviceEntry {
-    pub name: String,
-    pub json: String,
+/// One device of the desired state, canonical: a view into its `DeviceList`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceEntry<'a> {
+    pub name: &'a str,
+    pub json: &'a str,
     /// Taints, consumesCounters or a list attribute: the slice limit drops to 64.
     pub advanced: bool,
     /// Has a taint without `timeAdded` (the stored time is carried over).
     pub untimed_taints: bool,
 }
 
+/// The devices of one list (a flat pool or an explicit slice), in order, their strings
+/// packed in two buffers (see `StrList`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceList {
+    names: StrList,
+    jsons: StrList,
+    /// `(advanced, untimed_taints)` of each device.
+    flags: Vec<(bool, bool)>,
+}
+
+impl DeviceList {
+    fn push(&mut self, device: DeviceEntry<'_>) {
+        self.names.push(device.name);
+        self.jsons.push(device.json);
+        self.flags.push((device.advanced, device.untimed_taints));
+    }
+
+    fn shrink_to_fit(&mut self) {
+        self.names.shrink_to_fit();
+        self.jsons.shrink_to_fit();
+        self.flags.shrink_to_fit();
+    }
+
+    pub fn len(&self) -> usize {
+        self.flags.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flags.is_empty()
+    }
+
+    pub fn get(&self, index: usize) -> DeviceEntry<'_> {
+        let (advanced, untimed_taints) = self.flags[index];
+        DeviceEntry {
+            name: self.names.get(index),
+            json: self.jsons.get(index),
+            advanced,
+            untimed_taints,
+        }
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = DeviceEntry<'_>> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+}
+
 /// An explicit slice.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SliceSpec {
-    pub devices: Vec<DeviceEntry>,
+    pub devices: DeviceList,
     pub shared_counters: Option<Value>,
     pub per_device_node_selection: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum PoolDevices {
-    Flat(Vec<DeviceEntry>),
+    Flat(DeviceList),
     Slices(Vec<SliceSpec>),
 }
 
@@ -755,31 +802,33 @@ fn check_consumption<'i>(
     }
 }
 
-/// A device that passed its checks, as canonical JSON; None (with an error) when too large.
-fn device_entry(
+/// Adds a device that passed its checks to `out`, as canonical JSON; an error instead when
+/// it is too large.
+fn push_device(
     e: &mut Errors<'_>,
     v: &Input<'_>,
     advanced: bool,
     max_slice_bytes: usize,
-) -> Option<DeviceEntry> {
+    out: &mut DeviceList,
+) {
     let subs = canonical::device_subs(v, quantity::canonical);
     let taints = v.member("taints").map(Tree::items).unwrap_or_default();
     let untimed_taints = taints.iter().any(|t| t.member("timeAdded").is_none());
     let name = match v.member("name") {
-        Some(Input::Str(s)) => (*s).to_owned(),
-        _ => String::new(),
+        Some(Input::Str(s)) => *s,
+        _ => "",
     };
     let json = canonical::to_json_with(v, &subs);
     if json.len() > max_slice_bytes.saturating_sub(SLICE_OVERHEAD) {
         e.report("device too large");
-        return None;
+        return;
     }
-    Some(DeviceEntry {
+    out.push(DeviceEntry {
         name,
-        json,
+        json: &json,
         advanced,
         untimed_taints,
-    })
+    });
 }
 
 impl Tree for Input<'_> {
@@ -833,8 +882,8 @@ fn check_devices<'i>(
     ctx: &DeviceContext<'_, 'i>,
     names: &mut HashSet<&'i str>,
     max_slice_bytes: usize,
-) -> Vec<DeviceEntry> {
-    let mut out = Vec::new();
+) -> DeviceList {
+    let mut out = DeviceList::default();
     let mut check = |e: &mut Errors<'i>, i: usize, item: &Input<'i>| {
         e.at(Seg::Index(i), |e| {
             let before = e.count();
@@ -849,7 +898,7 @@ fn check_devices<'i>(
                 }
             }
             if e.count() == before {
-                out.extend(device_entry(e, item, advanced, max_slice_bytes));
+                push_device(e, item, advanced, max_slice_bytes, &mut out);
             }
         });
     };
@@ -862,6 +911,7 @@ fn check_devices<'i>(
             check(e, i, item);
         }
     }
+    out.shrink_to_fit();
     out
 }
 
@@ -925,7 +975,7 @@ fn check_pool<'i>(
             check_slices(e, s, &mut names, max_slice_bytes)
         }))
     } else {
-        PoolDevices::Flat(Vec::new())
+        PoolDevices::Flat(DeviceList::default())
     };
     Some(DesiredPool {
         devices: pool_devices,
@@ -1040,7 +1090,7 @@ fn check_slices<'i>(
                 counter_sets: &pool_sets,
             };
             let slice_devices = match devices {
-                None => Vec::new(),
+                None => DeviceList::default(),
                 Some(d) => e.at(Seg::Field("devices"), |e| {
                     check_devices(e, d, &ctx, names, max_slice_bytes)
                 }),

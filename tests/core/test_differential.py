@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from types import ModuleType
 from typing import Any
 
 from core_helpers import DRIVER, OWNER, apply, pool
@@ -73,10 +74,26 @@ def _summary(plan: Any) -> tuple[Any, ...]:
         plan.slice_count,
         plan.device_count,
         plan.deletes,
-        [n for n, _ in plan.updates],
+        plan.writes,
         plan.updates,
         plan.creates,
     )
+
+
+def _check_windows(core: ModuleType, whole: Any, *args: Any) -> None:
+    """Planning again window by window (as the controller does) renders the same bodies."""
+    windows = [core.plan_pool(*args, 0, 2000)]
+    while windows[-1].next_write < len(whole.writes):
+        windows.append(core.plan_pool(*args, windows[-1].next_write, 2000))
+    assert [u for w in windows for u in w.updates] == whole.updates
+    assert [c for w in windows for c in w.creates] == whole.creates
+    assert all(
+        (w.writes, w.deletes, w.generation) == (whole.writes, whole.deletes, whole.generation)
+        for w in windows
+    )
+    assert whole.writes == [n for n, _ in whole.updates] + [
+        json.loads(c)["metadata"]["name"] for c in whole.creates
+    ]
 
 
 def _check_slices(records: list[Any], wanted: list[dict[str, Any]], max_bytes: int) -> None:
@@ -127,6 +144,7 @@ def test_cores_agree_and_converge(steps: list[tuple[Any, ...]], max_bytes: int) 
             for label, core in (("python", _pycore), ("rust", _core)):
                 existing = stored[label].get(name, [])
                 plans[label] = core.plan_pool(results[label][0], name, existing, owner, None)
+                _check_windows(core, plans[label], results[label][0], name, existing, owner, None)
             assert _summary(plans["python"]) == _summary(plans["rust"])
             for label, core in (("python", _pycore), ("rust", _core)):
                 records = apply(core, plans[label], stored[label].get(name, []), ids[label])

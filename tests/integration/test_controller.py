@@ -16,6 +16,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
+from resourceslice import controller
 from resourceslice._pycore.plan import slice_name
 from resourceslice.testing import wait_until
 
@@ -115,7 +116,14 @@ def explicit(*device_lists: list[dict[str, Any]]) -> rs.DriverResources:
     return pools(p=rs.Pool(slices=[rs.Slice(devices=d) for d in device_lists]))
 
 
-def test_explicit_slices_generation_rules(env: ControllerEnv) -> None:
+@pytest.mark.parametrize("one_body_per_window", [False, True])
+def test_explicit_slices_generation_rules(
+    env: ControllerEnv, monkeypatch: pytest.MonkeyPatch, one_body_per_window: bool
+) -> None:
+    if one_body_per_window:
+        # Each sync then plans again for every write (docs/core.md §5, window): the same
+        # writes and generations as with all bodies at once.
+        monkeypatch.setattr(controller, "_BODY_BYTES_PER_WINDOW", 1)
     layout = [[device(0), device(1)], [device(2), device(3)], [device(4), device(5)]]
     ctrl = env.start_synced(explicit(*layout))
     assert env.counter.writes() == {"POST": 3}

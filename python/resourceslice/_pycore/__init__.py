@@ -47,10 +47,18 @@ def plan_pool(
     existing: Sequence[SliceRecord],
     owner: tuple[str, str, str, str] | None,
     node_name: str | None,
+    first_write: int = 0,
+    max_body_bytes: int | None = None,
 ) -> Plan:
     """The writes that make ``pool`` equal to ``desired`` (docs/core.md §5)."""
     return _plan.plan_pool(
-        desired._state if desired is not None else None, pool, list(existing), owner, node_name
+        desired._state if desired is not None else None,
+        pool,
+        list(existing),
+        owner,
+        node_name,
+        first_write,
+        max_body_bytes,
     )
 
 

@@ -33,7 +33,16 @@ _U64 = (1 << 64) - 1
 class Plan:
     """The writes that make one pool's slices equal to the desired state."""
 
-    __slots__ = ("creates", "deletes", "device_count", "generation", "slice_count", "updates")
+    __slots__ = (
+        "creates",
+        "deletes",
+        "device_count",
+        "generation",
+        "next_write",
+        "slice_count",
+        "updates",
+        "writes",
+    )
 
     def __init__(
         self,
@@ -41,6 +50,8 @@ class Plan:
         slice_count: int = 0,
         device_count: int = 0,
         deletes: list[tuple[str, str, str]] | None = None,
+        writes: list[str] | None = None,
+        next_write: int = 0,
         updates: list[tuple[str, bytes]] | None = None,
         creates: list[bytes] | None = None,
     ) -> None:
@@ -48,6 +59,8 @@ class Plan:
         self.slice_count = slice_count
         self.device_count = device_count
         self.deletes = deletes or []
+        self.writes = writes or []
+        self.next_write = next_write
         self.updates = updates or []
         self.creates = creates or []
 
@@ -95,7 +108,8 @@ def _desired_slices(
             for s in pool.slices
         ]
     devices = pool.devices or []
-    by_name = {d.name: i for i, d in enumerate(devices)}
+    # A first publish holds no device anywhere: no name index needed.
+    by_name = {d.name: i for i, d in enumerate(devices)} if current else {}
     held: list[list[int]] = [[] for _ in range(max(current, default=-1) + 1)]
     for index, rec in current.items():
         held[index] = [by_name[n] for n in rec.device_names if n in by_name]
@@ -171,6 +185,8 @@ def plan_pool(
     existing: Sequence[SliceRecord],
     owner: OwnerRef | None,
     node_name: str | None,
+    first_write: int = 0,
+    max_body_bytes: int | None = None,
 ) -> Plan:
     """Plans ``pool``; see docs/core.md §5."""
     wanted = desired.pools.get(pool) if desired is not None else None
@@ -248,18 +264,25 @@ def plan_pool(
     else:
         generation, write_all = max_gen + 1, True
 
+    to_write = [i for i in range(count) if write_all or is_changed[i]]
+    # Updates before creates (docs/core.md §5), each in index order.
+    to_write.sort(key=lambda i: i not in current)
+    names = [slice_name(i, driver, owner, pool) for i in to_write]
     times = _StoredTimes([r for r in existing if r.generation == max_gen])
     updates: list[tuple[str, bytes]] = []
     creates: list[bytes] = []
-    for i, s in enumerate(slices):
-        if not (write_all or is_changed[i]):
-            continue
+    rendered = 0
+    next_write = first_write
+    for i, name in zip(to_write[first_write:], names[first_write:]):
+        if max_body_bytes is not None and next_write > first_write and rendered >= max_body_bytes:
+            break
+        s = slices[i]
         stored = current.get(i)
         spec = header(s, generation, stored)
         metadata = {
             k: spec.pop(k) for k in ("ownerReferences", "labels", "annotations") if k in spec
         }
-        metadata["name"] = slice_name(i, driver, owner, pool)
+        metadata["name"] = name
         if stored is not None:
             metadata["resourceVersion"] = stored.resource_version
         spec_members = [(k, canonical.to_json(v)) for k, v in spec.items()]
@@ -274,7 +297,11 @@ def plan_pool(
             ]
         ).encode()
         if stored is not None:
-            updates.append((stored.name, body))
+            updates.append((name, body))
         else:
             creates.append(body)
-    return Plan(generation, count, wanted.device_count(), deletes, updates, creates)
+        rendered += len(body)
+        next_write += 1
+    return Plan(
+        generation, count, wanted.device_count(), deletes, names, next_write, updates, creates
+    )
