@@ -72,6 +72,14 @@ class Plan:
     def creates(self) -> list[bytes]:
         """Bodies (JSON) to create, each with its slice name. Within the window."""
 
+#: How deep ``non_plain`` looks: deeper input is not plain (the API refuses it).
+MAX_PLAIN_DEPTH: int
+
+def non_plain(items: list[Any]) -> list[int]:
+    """Positions of the items that are not JSON-shaped data of the exact built-in types
+    (dicts with str keys, lists, str, int, float, bool, None) within ``MAX_PLAIN_DEPTH``:
+    those must be converted before ``prepare_desired`` reads them."""
+
 def prepare_desired(
     driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
 ) -> tuple[Desired | None, list[str]]:

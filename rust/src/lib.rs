@@ -278,6 +278,45 @@ impl PyPlan {
     }
 }
 
+/// Nesting the API never needs (a node selector, the deepest part, is 5 levels). Deeper
+/// input is not plain: the Python conversion refuses it with its path, before anything
+/// recursive (the interpreter's or `to_input`) could run out of stack on it.
+const MAX_PLAIN_DEPTH: usize = 32;
+
+/// Whether `obj` is JSON-shaped data of the exact built-in types, at most `MAX_PLAIN_DEPTH`
+/// levels deep (the rule of `_pycore.non_plain`).
+fn is_plain(obj: &Bound<'_, PyAny>, depth: usize) -> bool {
+    if obj.is_none()
+        || obj.is_exact_instance_of::<PyString>()
+        || obj.is_exact_instance_of::<PyBool>()
+        || obj.is_exact_instance_of::<PyInt>()
+        || obj.is_exact_instance_of::<PyFloat>()
+    {
+        return true;
+    }
+    if depth >= MAX_PLAIN_DEPTH {
+        return false;
+    }
+    if let Ok(d) = obj.cast_exact::<PyDict>() {
+        d.iter()
+            .all(|(k, v)| k.is_exact_instance_of::<PyString>() && is_plain(&v, depth + 1))
+    } else if let Ok(l) = obj.cast_exact::<PyList>() {
+        l.iter().all(|v| is_plain(&v, depth + 1))
+    } else {
+        false
+    }
+}
+
+#[pyfunction]
+fn non_plain(items: &Bound<'_, PyList>) -> Vec<usize> {
+    items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| !is_plain(item, 0))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 #[pyfunction]
 fn prepare_desired(
     py: Python<'_>,
@@ -386,6 +425,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDesired>()?;
     m.add_class::<PySliceRecord>()?;
     m.add_class::<PyPlan>()?;
+    m.add("MAX_PLAIN_DEPTH", MAX_PLAIN_DEPTH)?;
+    m.add_function(wrap_pyfunction!(non_plain, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_desired, m)?)?;
     m.add_function(wrap_pyfunction!(plan_pool, m)?)?;
     m.add_function(wrap_pyfunction!(decode_slice, m)?)?;

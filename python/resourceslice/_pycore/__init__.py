@@ -33,6 +33,33 @@ class Desired:
         return 0 if wanted is None else wanted.device_count()
 
 
+#: Nesting the API never needs (a node selector, the deepest part, is 5 levels). Deeper
+#: input is not plain: the Python conversion refuses it with its path, before anything
+#: recursive could exhaust the interpreter's recursion limit on it.
+MAX_PLAIN_DEPTH = 32
+
+_SCALAR_TYPES = frozenset({str, bool, int, float, type(None)})
+
+
+def _is_plain(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind in _SCALAR_TYPES:
+        return True
+    if depth >= MAX_PLAIN_DEPTH:
+        return False
+    if kind is dict:
+        return all(type(k) is str and _is_plain(v, depth + 1) for k, v in value.items())
+    if kind is list:
+        return all(_is_plain(v, depth + 1) for v in value)
+    return False
+
+
+def non_plain(items: list[Any]) -> list[int]:
+    """Positions of the items that are not JSON-shaped data of the exact built-in types
+    (dicts with str keys, lists, str, int, float, bool, None) within ``MAX_PLAIN_DEPTH``."""
+    return [i for i, item in enumerate(items) if not _is_plain(item, 0)]
+
+
 def prepare_desired(
     driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
 ) -> tuple[Desired | None, list[str]]:
@@ -63,12 +90,14 @@ def plan_pool(
 
 
 __all__ = [
+    "MAX_PLAIN_DEPTH",
     "Desired",
     "Plan",
     "SliceRecord",
     "decode_list",
     "decode_slice",
     "decode_watch_event",
+    "non_plain",
     "plan_pool",
     "prepare_desired",
 ]
