@@ -336,7 +336,8 @@ class Controller:
             self._report_overwrites(pool, plan, existing)
             # Deletes first: they free the names and the room; then updates, then creates
             # (the order of plan.writes), so a consumer never sees more slices of the new
-            # generation than resourceSliceCount.
+            # generation than resourceSliceCount. stop() ends a sync between two writes: a
+            # large pool's publish must not go on after the caller was told it stopped.
             self._delete(pool, plan.deletes)
             self._write(pool, plan, version)
             while plan.next_write < len(plan.writes):
@@ -367,9 +368,6 @@ class Controller:
             self._report(
                 ConflictingWriterError(pool, name), f"updating ResourceSlice {name!r} of {pool!r}"
             )
-
-    # stop() ends a sync between two writes: a large pool's publish must not go on writing
-    # after the caller was told the controller stopped.
 
     def _delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
         for name, uid, resource_version in deletes:
