@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from core_helpers import DRIVER, OWNER, apply, pool
@@ -30,8 +30,9 @@ _pools = st.dictionaries(
     st.lists(_device, max_size=300).map(lambda ds: list({d["name"]: d for d in ds}.values())),
     max_size=2,
 )
-#: Per step: the pools, an owner or not, a node selection, a driver generation, and
-#: sometimes a device with a bad name (both cores must report the same errors).
+#: Per step: the pools, an owner or not, a node selection, a driver generation, sometimes
+#: a device with a bad name (both cores must report the same errors), and sometimes a sync
+#: cut off after its first few writes (a crash, a lost connection).
 _steps = st.lists(
     st.tuples(
         _pools,
@@ -39,6 +40,7 @@ _steps = st.lists(
         st.sampled_from([None, "allNodes", "selector"]),
         st.sampled_from([0, 0, 0, 5]),
         st.integers(0, 9),
+        st.sampled_from([0, 0, 1, 2, 3]),
     ),
     min_size=1,
     max_size=4,
@@ -48,7 +50,7 @@ _SELECTOR = {
         {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
     ]
 }
-_max_bytes = st.sampled_from([1 << 20, 4096 + 20_000])
+_max_bytes = st.sampled_from([1 << 20, 4096 + 20_000, 4096 + 600])
 
 
 def _foreign_slice(pool_name: str, generation: int, devices: list[Any]) -> dict[str, Any]:
@@ -96,6 +98,22 @@ def _check_windows(core: ModuleType, whole: Any, *args: Any) -> None:
     ]
 
 
+def _first(plan: Any, writes: int) -> SimpleNamespace:
+    """``plan`` cut off after its deletes and its first ``writes`` writes (updates first)."""
+    return SimpleNamespace(
+        deletes=plan.deletes,
+        updates=plan.updates[:writes],
+        creates=plan.creates[: max(0, writes - len(plan.updates))],
+    )
+
+
+def _duplicates_in_newest_generation(records: list[Any]) -> list[str]:
+    """Devices a consumer would see twice: those in two slices of the pool's newest generation."""
+    newest = max((r.generation for r in records), default=0)
+    names = [n for r in records if r.generation == newest for n in r.device_names]
+    return sorted({n for n in names if names.count(n) > 1})
+
+
 def _check_slices(records: list[Any], wanted: list[dict[str, Any]], max_bytes: int) -> None:
     names = [n for r in records for n in r.device_names]
     assert sorted(names) == sorted(d["name"] for d in wanted)
@@ -112,7 +130,7 @@ def _check_slices(records: list[Any], wanted: list[dict[str, Any]], max_bytes: i
 def test_cores_agree_and_converge(steps: list[tuple[Any, ...]], max_bytes: int) -> None:
     stored: dict[str, dict[str, list[Any]]] = {"python": {}, "rust": {}}
     ids = {"python": itertools.count(), "rust": itertools.count()}
-    for pools, with_owner, selection, generation, bad in steps:
+    for pools, with_owner, selection, generation, bad, cut in steps:
         owner = OWNER if with_owner else None
         extra: dict[str, Any] = {"generation": generation}
         if selection == "allNodes":
@@ -146,6 +164,17 @@ def test_cores_agree_and_converge(steps: list[tuple[Any, ...]], max_bytes: int) 
                 plans[label] = core.plan_pool(results[label][0], name, existing, owner, None)
                 _check_windows(core, plans[label], results[label][0], name, existing, owner, None)
             assert _summary(plans["python"]) == _summary(plans["rust"])
+            landed = min(cut, len(plans["python"].writes) - 1)
+            if landed > 0:
+                # Only the deletes and the first writes land; the next sync resumes.
+                for label, core in (("python", _pycore), ("rust", _core)):
+                    existing = apply(
+                        core, _first(plans[label], landed), stored[label].get(name, []), ids[label]
+                    )
+                    stored[label][name] = existing
+                    assert _duplicates_in_newest_generation(existing) == []
+                    plans[label] = core.plan_pool(results[label][0], name, existing, owner, None)
+                assert _summary(plans["python"]) == _summary(plans["rust"])
             for label, core in (("python", _pycore), ("rust", _core)):
                 records = apply(core, plans[label], stored[label].get(name, []), ids[label])
                 stored[label][name] = records
