@@ -477,9 +477,10 @@ def start_controller(
     ``error_handler(exc, message)`` (default: logged to ``logging.getLogger("resourceslice")``)
     and the pool is retried with backoff.
 
-    ``update_interval``: a pool changed by ``update()`` is synced at once, unless its last
-    sync began less than that many seconds ago; then when the interval is over, with every
-    change made meanwhile. A burst of updates so costs a few writes, not one each.
+    ``update_interval``: a pool changed by ``update()`` is synced at once, unless an earlier
+    ``update()`` of it was synced less than that many seconds ago; then when the interval is
+    over, with every change made meanwhile. A burst of updates so costs a few writes, not
+    one each, and a lone change is not delayed.
     """
     return Controller(
         api_client,

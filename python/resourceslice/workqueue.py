@@ -93,8 +93,8 @@ class WorkQueue(Generic[T]):
         # heap entries that no longer match ``_due`` are stale and skipped.
         self._waiting: list[tuple[float, int, T]] = []
         self._due: dict[T, float] = {}
-        # When each item was last taken by a worker, for add_spaced.
-        self._taken: dict[T, float] = {}
+        # When add_spaced last let each item through (or will: a time in the future).
+        self._spaced: dict[T, float] = {}
         self._seq = 0
         self._shutting_down = False
 
@@ -130,17 +130,24 @@ class WorkQueue(Generic[T]):
             self._cond.notify_all()
 
     def add_spaced(self, item: T, interval: float) -> None:
-        """Add ``item`` at once, or, if a worker took it less than ``interval`` seconds ago,
-        when that interval is over.
+        """Add ``item`` at once, unless add_spaced let it through less than ``interval``
+        seconds ago: then when that interval is over (one time for all such adds).
 
         Why: an item that keeps being changed (a burst of updates to one pool) is then
         processed once per interval with everything changed so far, while a change that
-        comes alone is processed at once.
+        comes alone is processed at once, whatever else (a watch event) queued it meanwhile.
         """
         with self._cond:
-            taken = self._taken.get(item)
-            delay = 0.0 if taken is None else taken + interval - self._clock.now()
-        self.add_after(item, delay)
+            now = self._clock.now()
+            last = self._spaced.get(item)
+            if last is None or now >= last + interval:
+                due = now  # a change on its own
+            elif last > now:
+                due = last  # joins the time already set
+            else:
+                due = last + interval
+            self._spaced[item] = due
+        self.add_after(item, due - now)
 
     def add_rate_limited(self, item: T, at_least: float = 0.0) -> None:
         """Retry ``item`` after its backoff (the longer of per-item and overall limits).
@@ -193,7 +200,6 @@ class WorkQueue(Generic[T]):
                     item = self._ready.popleft()
                     self._processing.add(item)
                     self._dirty.discard(item)
-                    self._taken[item] = self._clock.now()
                     return item
                 wait = next_due
                 if deadline is not None:

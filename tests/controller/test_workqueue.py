@@ -71,7 +71,7 @@ def test_add_after_keeps_the_earlier_time(queue: WorkQueue[str], clock: FakeCloc
 def test_add_spaced_is_at_once_for_a_lone_change_and_spaced_in_a_burst(
     queue: WorkQueue[str], clock: FakeClock
 ) -> None:
-    queue.add_spaced("a", 1.0)  # never taken: at once
+    queue.add_spaced("a", 1.0)  # the first: at once
     assert drain(queue) == ["a"]
     clock.advance(0.25)
     for _ in range(64):  # a burst right after: one item, when the second is over
@@ -82,8 +82,22 @@ def test_add_spaced_is_at_once_for_a_lone_change_and_spaced_in_a_burst(
     clock.advance(0.5)
     assert drain(queue) == ["a"]
     clock.advance(1.0)
-    queue.add_spaced("a", 1.0)  # the interval since it was taken is over: at once
+    queue.add_spaced("a", 1.0)  # the interval since the last one let through is over
     assert drain(queue) == ["a"]
+
+
+def test_add_spaced_is_not_delayed_by_other_adds(queue: WorkQueue[str], clock: FakeClock) -> None:
+    # Taken for another reason (a watch event's sync): a change that comes next is not
+    # held back, only changes after another add_spaced are.
+    queue.add("a")
+    assert drain(queue) == ["a"]
+    clock.advance(0.1)
+    queue.add_spaced("a", 1.0)
+    assert drain(queue) == ["a"]
+    clock.advance(0.1)
+    queue.add_spaced("a", 1.0)
+    assert queue.get(timeout=0) is None
+    assert queue.pending_after("a") == pytest.approx(0.9)
 
 
 def test_non_positive_delay_adds_at_once(queue: WorkQueue[str]) -> None:
