@@ -20,6 +20,9 @@ class Desired:
         """The pools, sorted by name."""
     def device_count(self, pool: str) -> int:
         """Devices in ``pool`` (0 for an unknown pool)."""
+    def changed_pools(self, new: Desired) -> list[str]:
+        """The pools whose desired content differs in ``new`` (or that only one of the two
+        has), sorted: after an update, only those need a sync."""
 
 @final
 class SliceRecord:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from resourceslice._core import SliceRecord
 
 
-def _not_older(candidate: str, than: str) -> bool:
+def not_older(candidate: str, than: str) -> bool:
     """Whether resourceVersion ``candidate`` is at least as new as ``than``.
 
     resourceVersions are opaque by contract but etcd revisions (integers) in practice, and
@@ -75,7 +75,7 @@ class MutationCache:
             # already has it, and an entry would only hold a second copy until it expires.
             # Checked under the lock: an event delivered after this check is observed after it.
             seen = self._informer_record(record.name)
-            if seen is not None and _not_older(seen.resource_version, record.resource_version):
+            if seen is not None and not_older(seen.resource_version, record.resource_version):
                 self._written.pop(record.name, None)
                 return
             self._written[record.name] = _Written(record, self._clock.now() + self._ttl)
@@ -95,7 +95,7 @@ class MutationCache:
         """
         with self._lock:
             written = self._written.get(record.name)
-            if written is not None and _not_older(
+            if written is not None and not_older(
                 record.resource_version, written.record.resource_version
             ):
                 del self._written[record.name]
@@ -116,7 +116,7 @@ class MutationCache:
                     continue
                 written = self._written.get(record.name)
                 if written is not None:
-                    if _not_older(record.resource_version, written.record.resource_version):
+                    if not_older(record.resource_version, written.record.resource_version):
                         del self._written[record.name]
                     else:
                         record = written.record

@@ -143,6 +143,10 @@ impl PyDesired {
             .get(pool)
             .map_or(0, validate::DesiredPool::device_count)
     }
+
+    fn changed_pools(&self, new: &PyDesired) -> Vec<String> {
+        plan::changed_pools(&self.0, &new.0)
+    }
 }
 
 /// What the store keeps of one ResourceSlice, decoded from the apiserver's JSON.

@@ -2,7 +2,7 @@
 //!
 //! Comparison works on the canonical JSON cached in `DeviceEntry` and `Record`; request
 //! bodies are rendered only for the slices that are written.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
 
@@ -10,6 +10,18 @@ use crate::canonical::{self, Header};
 use crate::decode::Record;
 use crate::pack::{self, Item};
 use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
+
+/// The pools whose desired content differs from `old` to `new` (desired in only one of
+/// them, or different), sorted: an update needs to sync only those again.
+pub fn changed_pools(old: &Desired, new: &Desired) -> Vec<String> {
+    let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
+    let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| every || old.pools.get(*name) != new.pools.get(*name))
+        .cloned()
+        .collect()
+}
 
 /// The slices' owner: `(api_version, kind, name, uid)`.
 pub struct Owner {

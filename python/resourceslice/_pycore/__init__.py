@@ -32,6 +32,20 @@ class Desired:
         wanted = self._state.pools.get(pool)
         return 0 if wanted is None else wanted.device_count()
 
+    def changed_pools(self, new: Desired) -> list[str]:
+        """The pools whose desired content differs in ``new`` (or that only one of the two
+        has), sorted: after an update, only those need a sync."""
+        old_state, new_state = self._state, new._state
+        every = (old_state.driver, old_state.max_slice_bytes) != (
+            new_state.driver,
+            new_state.max_slice_bytes,
+        )
+        return sorted(
+            name
+            for name in old_state.pools.keys() | new_state.pools.keys()
+            if every or old_state.pools.get(name) != new_state.pools.get(name)
+        )
+
 
 #: Nesting the API never needs (a node selector, the deepest part, is 5 levels). Deeper
 #: input is not plain: the Python conversion refuses it with its path, before anything
