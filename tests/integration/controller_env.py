@@ -49,13 +49,13 @@ class ControllerEnv:
         client = self.cluster.api_client(self.user)
         self._clients.append(client)
         self.counter = RequestCounter(client)
-        self._client = client
+        self.client = client  # what the next controller talks through
         return self.counter
 
     def start(self, resources: rs.DriverResources, **kwargs: Any) -> rs.Controller:
         kwargs.setdefault("sync_delay", 1.0)
         kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
-        ctrl = rs.start_controller(self._client, driver=self.driver, resources=resources, **kwargs)
+        ctrl = rs.start_controller(self.client, driver=self.driver, resources=resources, **kwargs)
         self._controllers.append(ctrl)
         return ctrl
 
@@ -71,10 +71,16 @@ class ControllerEnv:
     def restart(
         self, ctrl: rs.Controller, resources: rs.DriverResources, **kw: Any
     ) -> rs.Controller:
-        """Stop ``ctrl``, start a new one (new client, new counter) and wait for its sync."""
+        """Stop ``ctrl``, start a new one (new client, new counter) and wait until it is idle.
+
+        Idle, not just synced: the informer's first events schedule a resync ``sync_delay``
+        later, and "a restart makes no writes" must include what that resync does.
+        """
         ctrl.stop()
         self.new_counter()
-        return self.start_synced(resources, **kw)
+        started = self.start_synced(resources, **kw)
+        assert started.wait_idle(SYNC_TIMEOUT), self.errors
+        return started
 
     def slices(self, pool: str | None = None) -> list[dict[str, Any]]:
         response = self.api.list_resource_slice(
