@@ -142,7 +142,8 @@ class Controller:
         self._dropped: dict[str, _DroppedFields] = {}
         # Slice name -> resourceVersion of this controller's last write of it: a slice
         # found at another version was changed by someone else (see ConflictingWriterError).
-        # An entry goes when the slice is deleted (by us, or as the watch shows).
+        # An entry goes when we delete the slice, or the watch shows it deleted while its
+        # pool is no longer desired.
         self._own_versions: dict[str, str] = {}
         self._counts = {"creates": 0, "updates": 0, "deletes": 0, "syncs": 0}
         self._ready = False
@@ -358,9 +359,16 @@ class Controller:
             self._mutations.observed(new)
         elif old is not None:
             self._mutations.observed(old, deleted=True)
+            # A slice of a pool no longer desired will not be written by us again: forget
+            # our version of it (a desired pool's slice keeps it, so that another writer
+            # recreating it is still reported).
             with self._lock:
                 own = self._own_versions.get(old.name)
-                if own is not None and not_older(old.resource_version, own):
+                if (
+                    own is not None
+                    and old.pool not in self._desired_pools
+                    and not_older(old.resource_version, own)
+                ):
                     del self._own_versions[old.name]
         for record in (old, new):
             if record is not None:
