@@ -685,18 +685,19 @@ class Publisher:
         return total
 
     def _wait(self, controller: Controller, before: Stats, planned: int, timeout: float) -> bool:
-        """Wait until synced and the planned writes are made (pools no longer in FILE are
-        deleted too, which ``wait_synced`` does not wait for)."""
+        """Wait until the cluster matches FILE: the controller is idle, so pools no longer in
+        FILE are deleted too, which ``wait_synced`` does not wait for. ``planned`` is for the
+        progress display only: another writer may have made some of those writes."""
         started = time.monotonic()
         deadline = started + timeout
         while True:
-            synced = controller.wait_synced(0.2)
+            in_sync = controller.wait_idle(0.2)
             stats = controller.stats()  # after the wait: it may have ended with the last write
             done = _writes(stats) - _writes(before)
             if self.tty:
                 self.out.write(f"\r  slices written: {done}/{planned}")
                 self.out.flush()
-            if synced and done >= planned:
+            if in_sync:
                 if self.tty:
                     self.out.write("\n")
                 self.say(f"synced in {time.monotonic() - started:.1f}s: {_delta(before, stats)}")

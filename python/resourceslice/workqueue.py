@@ -209,6 +209,10 @@ class WorkQueue(Generic[T]):
                     item = self._ready.popleft()
                     self._processing.add(item)
                     self._dirty.discard(item)
+                    # A delayed add of the item is served by processing it now: whatever it
+                    # was for (a retry, a re-check, a resync), this run sees the state up to
+                    # now, and what changes later adds the item again.
+                    self._due.pop(item, None)
                     return item
                 wait = next_due
                 if deadline is not None:

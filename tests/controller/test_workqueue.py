@@ -255,3 +255,14 @@ def test_wait_idle_waits_for_delayed_and_processing_items(
     assert results == [True]
     queue.shutdown()
     assert not queue.wait_idle(0)
+
+
+def test_processing_an_item_serves_its_delayed_add(queue: WorkQueue[str], clock: FakeClock) -> None:
+    # E.g. the re-check of a write the TTL later: a sync that runs first sees everything up
+    # to now, and queues the re-check again if it is still needed.
+    queue.add_after("a", 60)
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    assert queue.pending_after("a") is None
+    queue.done("a")
+    assert queue.wait_idle(0)
