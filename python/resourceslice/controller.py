@@ -51,8 +51,8 @@ DEFAULT_MUTATION_CACHE_TTL = 60.0
 DEFAULT_UPDATE_INTERVAL = 1.0
 DEFAULT_MAX_SLICE_BYTES = 1 << 20
 #: Pools synced at once. A node-local driver has a pool or two and never uses more than
-#: that; a central publisher of many pools overlaps the round trips of four writes, which
-#: is where a sync spends its time (the core releases the GIL while it plans).
+#: that; a central publisher of many small pools overlaps up to four writes' round trips,
+#: which is where such a sync spends its time (BENCHMARKS.md, many pools).
 DEFAULT_WORKERS = 4
 #: Client-side limit on writes (creates, updates, deletes) over all pools, with a burst of
 #: two seconds' worth: kube-controller-manager's own client defaults (50 per second, burst
