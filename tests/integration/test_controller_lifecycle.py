@@ -86,17 +86,19 @@ def test_stop_from_the_error_handler_on_the_informer_thread(
     monkeypatch.setattr(informer_module, "core", FailsOnce())
     raised: list[BaseException] = []
     stopped = threading.Event()
-    ctrl: rs.Controller | None = None
+    started: list[rs.Controller] = []
 
     def stop_on_error(exc: BaseException, message: str) -> None:
-        assert ctrl is not None
+        # The error can come before start_controller() has returned.
+        wait_until(lambda: started)
         try:
-            ctrl.stop()  # on the informer's thread, which reported the error
+            started[0].stop()  # on the informer's thread, which reported the error
         except BaseException as stop_failure:
             raised.append(stop_failure)
         stopped.set()
 
     ctrl = env.start(pools(p=rs.Pool(devices=[device(0)])), error_handler=stop_on_error)
+    started.append(ctrl)
     assert stopped.wait(SYNC_TIMEOUT)
     assert raised == []  # was: RuntimeError("cannot join current thread")
     wait_until(lambda: not ctrl.running)
@@ -112,12 +114,12 @@ def test_stop_from_the_error_handler_on_a_worker(env: ControllerEnv) -> None:
     }
     raised: list[BaseException] = []
     stopped = threading.Event()
-    ctrl: rs.Controller | None = None
+    started: list[rs.Controller] = []
 
     def stop_on_error(exc: BaseException, message: str) -> None:
-        assert ctrl is not None
+        wait_until(lambda: started)
         try:
-            ctrl.stop()  # on the worker that got the 422
+            started[0].stop()  # on the worker that got the 422
         except BaseException as stop_failure:
             raised.append(stop_failure)
         stopped.set()
@@ -125,6 +127,7 @@ def test_stop_from_the_error_handler_on_a_worker(env: ControllerEnv) -> None:
     ctrl = env.start(
         pools(bad=rs.Pool(devices=[device(1)], node_selector=bogus)), error_handler=stop_on_error
     )
+    started.append(ctrl)
     assert stopped.wait(SYNC_TIMEOUT)
     assert raised == []
     wait_until(lambda: not ctrl.running)
