@@ -1,6 +1,7 @@
 //! Raw JSON bytes from the apiserver -> `Record` (docs/core.md §6).
 //!
 //! Each device is canonicalised once, here, so that planning compares strings.
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::canonical::{self, Header};
@@ -146,25 +147,150 @@ pub fn decode_slice(data: &[u8]) -> Result<Record, String> {
 }
 
 /// `decode_list`: `(list resourceVersion, records)`.
+///
+/// The items become records one at a time, straight from the bytes: a `Value` tree of a whole
+/// list takes about 30 times its JSON, a record about its JSON's size. Problems are reported
+/// in the order a whole-document parse would find them (the Python core's): a syntax error
+/// anywhere first, then a list that is not an object, its `kind`, then its items.
 pub fn decode_list(data: &[u8]) -> Result<(String, Vec<Record>), String> {
-    let Value::Object(mut list) = parse(data)? else {
-        return Err("a ResourceSliceList must be a JSON object".into());
-    };
-    match list.get("kind") {
+    let not_json = |e: &dyn std::fmt::Display| format!("not a JSON document: {e}");
+    // Checked once up front, so that strings skipped unparsed are checked too.
+    let text = std::str::from_utf8(data).map_err(|e| not_json(&e))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let list = de
+        .deserialize_any(ListVisitor)
+        .and_then(|list| de.end().map(|()| list))
+        .map_err(|e| not_json(&e))?
+        .ok_or("a ResourceSliceList must be a JSON object")?;
+    match &list.kind {
         None => {}
         Some(Value::String(k)) if k == "ResourceSliceList" => {}
         Some(other) => return Err(format!("expected kind ResourceSliceList, got {other}")),
     }
-    let version = match list.get_mut("metadata") {
-        Some(Value::Object(meta)) => take_str(meta, "resourceVersion").unwrap_or_default(),
-        _ => String::new(),
+    Ok((list.version, list.items?))
+}
+
+/// A ResourceSliceList's members; the last of a repeated member counts, as in a `Value`.
+struct List {
+    kind: Option<Value>,
+    version: String,
+    /// The records, or the first item's problem.
+    items: Result<Vec<Record>, String>,
+}
+
+/// The JSON scalars, for a visitor that wants none of them: `$answer`.
+macro_rules! scalars_answer {
+    ($answer:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($answer)
+        }
     };
-    let records = match list.remove("items") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items.into_iter().map(record).collect::<Result<_, _>>()?,
-        Some(_) => return Err("items is not a list".into()),
-    };
-    Ok((version, records))
+}
+
+fn skip_elements<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// The top level: `Some` for an object.
+struct ListVisitor;
+
+impl<'de> Visitor<'de> for ListVisitor {
+    type Value = Option<List>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    scalars_answer!(None);
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        skip_elements(seq).map(|()| None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut list = List {
+            kind: None,
+            version: String::new(),
+            items: Ok(Vec::new()),
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "kind" => list.kind = Some(map.next_value()?),
+                "metadata" => {
+                    list.version = match map.next_value()? {
+                        Value::Object(mut meta) => {
+                            take_str(&mut meta, "resourceVersion").unwrap_or_default()
+                        }
+                        _ => String::new(),
+                    }
+                }
+                "items" => list.items = map.next_value_seed(ItemsSeed)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(list))
+    }
+}
+
+/// The `items` member: each element parsed on its own and turned into a record at once.
+struct ItemsSeed;
+
+impl<'de> DeserializeSeed<'de> for ItemsSeed {
+    type Value = Result<Vec<Record>, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsSeed {
+    type Value = Result<Vec<Record>, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    scalars_answer!(Err("items is not a list".into()));
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Err("items is not a list".into()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Ok(Vec::new()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut records = Vec::new();
+        while let Some(item) = seq.next_element::<Value>()? {
+            match record(item) {
+                Ok(r) => records.push(r),
+                // The rest is still parsed: a syntax error after it is reported first.
+                Err(e) => return skip_elements(seq).map(|()| Err(e)),
+            }
+        }
+        Ok(Ok(records))
+    }
 }
 
 /// A decoded watch event.
