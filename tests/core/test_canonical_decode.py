@@ -236,9 +236,14 @@ def test_decode_list_equals_decoding_each_item(core: ModuleType) -> None:
     ]
     version, records = core.decode_list(_list(items))
     singles = [core.decode_slice(json.dumps(item).encode()) for item in items]
+    events = [
+        core.decode_watch_event(json.dumps({"type": "ADDED", "object": item}).encode())[1]
+        for item in items
+    ]
     assert version == "99"
-    assert [_fields(r) for r in records] == [_fields(s) for s in singles]
-    assert all(r.same_content(s) and s.same_content(r) for r, s in zip(records, singles))
+    for others in (singles, events):
+        assert [_fields(r) for r in records] == [_fields(s) for s in others]
+        assert all(r.same_content(s) and s.same_content(r) for r, s in zip(records, others))
     assert records[0].device_names == ["plain-0", "full-0"]
     if hasattr(records[0], "device_jsons"):  # the pure-Python core shows its canonical JSON
         assert [(r.device_jsons, r.header) for r in records] == [
