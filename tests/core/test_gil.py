@@ -6,6 +6,7 @@ find the caller still inside it), never by how long anything took.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import sys
@@ -118,3 +119,19 @@ def test_pure_rust_work_runs_without_the_gil(name: str) -> None:
 
     during(call, lambda: seen.append(where[0]), switch_interval=1000.0)
     assert seen == ["inside"]
+
+
+def test_an_exception_raised_at_a_pause_is_raised_by_the_call() -> None:
+    """What the interpreter raises at a pause (KeyboardInterrupt from a signal, here an
+    asynchronous exception sent by another thread) is not lost: the call raises it once done.
+    (Holding the GIL throughout, the interpreter raised it right after the call.)"""
+    main = threading.get_ident()
+
+    def interrupt() -> None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(main), ctypes.py_object(KeyboardInterrupt)
+        )
+
+    prepare = partial(core.prepare_desired, DRIVER, {"p": pool(devices(N))}, MAX_BYTES)
+    with pytest.raises(KeyboardInterrupt):
+        during(prepare, interrupt, switch_interval=1e-6)
