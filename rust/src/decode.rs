@@ -203,9 +203,12 @@ struct List {
     items: Result<Vec<Record>, String>,
 }
 
-/// The JSON scalars, for a visitor that wants none of them: `$answer`.
+/// The JSON scalars, for a visitor of any value that wants none of them: `$answer`.
 macro_rules! scalars_answer {
     ($answer:expr) => {
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
         fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
             Ok($answer)
         }
@@ -224,6 +227,19 @@ macro_rules! scalars_answer {
     };
 }
 
+/// `$seed`, a visitor, as the seed of any JSON value.
+macro_rules! any_value_seed {
+    ($seed:ty) => {
+        impl<'de> DeserializeSeed<'de> for $seed {
+            type Value = <$seed as Visitor<'de>>::Value;
+
+            fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+                de.deserialize_any(self)
+            }
+        }
+    };
+}
+
 fn skip_elements<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
     while seq.next_element::<IgnoredAny>()?.is_some() {}
     Ok(())
@@ -232,20 +248,10 @@ fn skip_elements<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
 /// The top level: `Some` for an object.
 struct ListSeed;
 
-impl<'de> DeserializeSeed<'de> for ListSeed {
-    type Value = Option<List>;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
+any_value_seed!(ListSeed);
 
 impl<'de> Visitor<'de> for ListSeed {
     type Value = Option<List>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
 
     scalars_answer!(None);
 
@@ -287,20 +293,10 @@ impl<'de> Visitor<'de> for ListSeed {
 /// The `items` member: each element parsed on its own and turned into a record at once.
 struct ItemsSeed;
 
-impl<'de> DeserializeSeed<'de> for ItemsSeed {
-    type Value = Result<Vec<Record>, String>;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
+any_value_seed!(ItemsSeed);
 
 impl<'de> Visitor<'de> for ItemsSeed {
     type Value = Result<Vec<Record>, String>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
 
     scalars_answer!(Err("items is not a list".into()));
 
@@ -332,20 +328,10 @@ impl<'de> Visitor<'de> for ItemsSeed {
 #[derive(Clone, Copy)]
 struct ItemSeed;
 
-impl<'de> DeserializeSeed<'de> for ItemSeed {
-    type Value = (Value, Option<Devices>);
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
+any_value_seed!(ItemSeed);
 
 impl<'de> Visitor<'de> for ItemSeed {
     type Value = (Value, Option<Devices>);
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
 
     scalars_answer!((Value::Null, None));
 
@@ -371,20 +357,10 @@ impl<'de> Visitor<'de> for ItemSeed {
 #[derive(Clone, Copy)]
 struct SpecSeed;
 
-impl<'de> DeserializeSeed<'de> for SpecSeed {
-    type Value = (Value, Option<Devices>);
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
+any_value_seed!(SpecSeed);
 
 impl<'de> Visitor<'de> for SpecSeed {
     type Value = (Value, Option<Devices>);
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
 
     scalars_answer!((Value::Null, None));
 
@@ -406,20 +382,10 @@ impl<'de> Visitor<'de> for SpecSeed {
 #[derive(Clone, Copy)]
 struct DevicesSeed;
 
-impl<'de> DeserializeSeed<'de> for DevicesSeed {
-    type Value = Option<Devices>;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
+any_value_seed!(DevicesSeed);
 
 impl<'de> Visitor<'de> for DevicesSeed {
     type Value = Option<Devices>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
 
     scalars_answer!(None);
 
