@@ -164,8 +164,8 @@ impl<'py> Reader<'py> {
         }
     }
 
-    /// A pool as an `Input`: its `devices` list read a chunk at a time (see `LazyList`), its
-    /// `slices` one slice at a time with pauses between them.
+    /// A pool as an `Input`: its `devices` list read one device at a time as validation asks
+    /// for them (see `LazyList`), its `slices` with pauses between them.
     fn pool<'r>(&'r self, pool: &Bound<'py, PyAny>) -> Input<'r> {
         let Ok(d) = pool.cast::<PyDict>() else {
             return self.input(pool);
