@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -90,8 +90,9 @@ def scenarios() -> dict[str, Callable[[], Any]]:
 
 
 @pytest.fixture(scope="module")
-def calls() -> dict[str, Callable[[], Any]]:
-    return scenarios()
+def calls() -> Iterator[dict[str, Callable[[], Any]]]:
+    yield scenarios()
+    gc.unfreeze()
 
 
 @pytest.mark.parametrize(
