@@ -24,7 +24,6 @@ import pytest
 
 import resourceslice as rs
 from resourceslice._backend import core
-from resourceslice._http import read_body
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 
@@ -234,16 +233,25 @@ def test_restart_over_100k_pool(benchmark: Any, load: Load) -> None:
     figures: list[dict[str, Any]] = []
 
     def relist() -> tuple[int, int]:
-        """The informer's list alone: the response's bytes, decoded."""
+        """The informer's list alone, decoded as it arrives (as the informer does); the size
+        of its JSON and the peak RSS increase."""
+        received = 0
+
+        def chunks(response: Any) -> Iterator[bytes]:
+            nonlocal received
+            for chunk in response.stream(1 << 16):
+                received += len(chunk)
+                yield chunk
+
         with PeakRss() as rss:
             response = load.api.list_resource_slice(
                 field_selector=f"spec.driver={driver}", _preload_content=False
             )
-            body = read_body(response)
-            _, records = core.decode_list(body)
+            _, records = core.decode_list_chunks(chunks(response))
+            response.release_conn()
             assert len(records) == 782
             del records
-        return len(body), rss.increase
+        return received, rss.increase
 
     def restart() -> None:
         json_bytes, relist_rss = relist()

@@ -2,6 +2,7 @@
 //!
 //! Each device is canonicalised once, here, so that planning compares strings.
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use serde::de::{
     Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
@@ -186,13 +187,226 @@ fn read<'de, S: DeserializeSeed<'de>>(data: &'de [u8], seed: S) -> Result<S::Val
 /// in the order a whole-document parse would find them (the Python core's): a syntax error
 /// anywhere first, then a list that is not an object, its `kind`, then its items.
 pub fn decode_list(data: &[u8]) -> Result<(String, Vec<Record>), String> {
-    let list = read(data, ListSeed)?.ok_or("a ResourceSliceList must be a JSON object")?;
+    list_result(read(data, ListSeed)?, None)
+}
+
+/// What `decode_list` answers for a parsed document; `items` replaces the list's own items.
+fn list_result(
+    list: Option<List>,
+    items: Option<Result<Vec<Record>, String>>,
+) -> Result<(String, Vec<Record>), String> {
+    let list = list.ok_or("a ResourceSliceList must be a JSON object")?;
     match &list.kind {
         None => {}
         Some(Value::String(k)) if k == "ResourceSliceList" => {}
         Some(other) => return Err(format!("expected kind ResourceSliceList, got {other}")),
     }
-    Ok((list.version, list.items?))
+    Ok((list.version, items.unwrap_or(list.items)?))
+}
+
+/// `decode_list` of a document that arrives in chunks (an HTTP response as it is read): each
+/// item becomes a record as soon as its last byte is in, and its bytes are dropped, so the
+/// whole JSON and the records never coexist. It answers what `decode_list` answers for the
+/// chunks joined.
+///
+/// A small scanner follows the top-level object and its `items` arrays; everything but the
+/// items (and the commas between them) is kept as a skeleton document, parsed at the end as
+/// `decode_list` parses a whole one. Items are whole JSON values taken out of a well-formed
+/// array, so the skeleton is well-formed exactly when the document is; a misplaced byte
+/// inside an `items` array is a syntax error found here.
+#[derive(Default)]
+pub struct ListStream {
+    /// Bytes not scanned yet: the start of a value or item still arriving.
+    pending: Vec<u8>,
+    skeleton: Vec<u8>,
+    at: At,
+    /// The last `items` member's records (or first problem), if it was an array.
+    items: Option<Result<Vec<Record>, String>>,
+    /// A syntax error found while scanning an `items` array.
+    broken: Option<String>,
+}
+
+/// Where the scanner is (JSON whitespace between tokens is skipped, and dropped).
+#[derive(Clone, Copy, Default, PartialEq)]
+enum At {
+    #[default]
+    Start,
+    /// Not an object, or a misplaced byte at the top level: the rest goes to the skeleton as
+    /// it is, where the final parse reports it.
+    Verbatim,
+    Key {
+        first: bool,
+    },
+    Colon {
+        items: bool,
+    },
+    Value {
+        items: bool,
+    },
+    AfterValue,
+    Item {
+        first: bool,
+    },
+    AfterItem,
+    End,
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The end of the JSON string starting at `s[0]` (a quote), if it is all in `s`.
+fn string_end(s: &[u8]) -> Option<usize> {
+    let mut i = 1;
+    while i < s.len() {
+        match s[i] {
+            b'"' => return Some(i + 1),
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The end of the JSON value starting at `s[0]`, if it is all in `s` (a scalar ends at a
+/// delimiter, so one at the very end of `s` may go on). Well-formed or not: the parse of
+/// the value, or of the skeleton, tells.
+fn value_end(s: &[u8]) -> Option<usize> {
+    match s[0] {
+        b'"' => string_end(s),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = 0;
+            while i < s.len() {
+                match s[i] {
+                    b'"' => i += string_end(&s[i..])? - 1,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => s
+            .iter()
+            .position(|&b| matches!(b, b',' | b'}' | b']') || is_space(b)),
+    }
+}
+
+impl ListStream {
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if self.broken.is_some() {
+            return;
+        }
+        self.pending.extend_from_slice(chunk);
+        let used = self.scan();
+        self.pending.drain(..used);
+    }
+
+    /// Scans what `pending` holds; how many of its bytes are done with.
+    fn scan(&mut self) -> usize {
+        let s = std::mem::take(&mut self.pending);
+        let mut i = 0;
+        loop {
+            if self.at == At::Verbatim {
+                self.skeleton.extend_from_slice(&s[i..]);
+                i = s.len();
+            }
+            while i < s.len() && is_space(s[i]) {
+                i += 1;
+            }
+            if i == s.len() || self.broken.is_some() {
+                break;
+            }
+            let b = s[i];
+            let rest = &s[i..];
+            let (next, used, copied) = match self.at {
+                At::Verbatim => unreachable!("handled above"),
+                At::Start if b == b'{' => (At::Key { first: true }, 1, true),
+                At::Key { first: true } if b == b'}' => (At::End, 1, true),
+                At::Key { .. } if b == b'"' => {
+                    let Some(end) = string_end(rest) else { break };
+                    let key = &rest[..end];
+                    let items = key == b"\"items\""
+                        || (key.contains(&b'\\')
+                            && serde_json::from_slice::<String>(key).is_ok_and(|k| k == "items"));
+                    (At::Colon { items }, end, true)
+                }
+                At::Colon { items } if b == b':' => (At::Value { items }, 1, true),
+                At::Value { items: true } if b == b'[' => {
+                    self.items = Some(Ok(Vec::new()));
+                    (At::Item { first: true }, 1, true)
+                }
+                At::Value { items } => {
+                    let Some(end) = value_end(rest) else { break };
+                    if items {
+                        self.items = None;
+                    }
+                    (At::AfterValue, end, true)
+                }
+                At::AfterValue if b == b',' => (At::Key { first: false }, 1, true),
+                At::AfterValue if b == b'}' => (At::End, 1, true),
+                At::Item { first: true } if b == b']' => (At::AfterValue, 1, true),
+                At::Item { .. } if !matches!(b, b',' | b']' | b'}' | b':') => {
+                    let Some(end) = value_end(rest) else { break };
+                    self.item(&rest[..end]);
+                    (At::AfterItem, end, false)
+                }
+                At::AfterItem if b == b',' => (At::Item { first: false }, 1, false),
+                At::AfterItem if b == b']' => (At::AfterValue, 1, true),
+                At::Item { .. } | At::AfterItem => {
+                    self.broken = Some(format!("expected an item, ',' or ']' at {:?}", b as char));
+                    break;
+                }
+                _ => (At::Verbatim, 0, false),
+            };
+            if copied {
+                self.skeleton.extend_from_slice(&rest[..used]);
+            }
+            self.at = next;
+            i += used;
+        }
+        self.pending = s;
+        i
+    }
+
+    /// One element of an `items` array.
+    fn item(&mut self, json: &[u8]) {
+        let parsed = match &self.items {
+            Some(Ok(_)) => read(json, ItemSeed).map(Some),
+            // After a problem the rest is only checked, as `decode_list` does.
+            _ => read(json, PhantomData::<IgnoredAny>).map(|_| None),
+        };
+        match (parsed, &mut self.items) {
+            (Err(e), _) => self.broken = Some(e),
+            (Ok(Some((obj, devices))), Some(Ok(records))) => match record_from(obj, devices) {
+                Ok(r) => records.push(r),
+                Err(e) => self.items = Some(Err(e)),
+            },
+            _ => {}
+        }
+    }
+
+    pub fn finish(mut self) -> Result<(String, Vec<Record>), String> {
+        if matches!(self.at, At::Item { .. } | At::AfterItem) && self.broken.is_none() {
+            self.broken = Some("EOF while parsing a list".into());
+        }
+        if let Some(e) = self.broken {
+            return Err(if e.starts_with("not a JSON document") {
+                e
+            } else {
+                format!("not a JSON document: {e}")
+            });
+        }
+        self.skeleton.extend_from_slice(&self.pending);
+        list_result(read(&self.skeleton, ListSeed)?, self.items)
+    }
 }
 
 /// A ResourceSliceList's members; the last of a repeated member counts, as in a `Value`.
@@ -589,7 +803,7 @@ mod tests {
     }
 
     #[test]
-    fn a_list_decodes_as_its_items_one_by_one() {
+    fn a_list_decodes_as_its_items_one_by_one_whole_or_in_chunks() {
         let items: Vec<String> = (0..3).map(item).collect();
         let list = format!(
             r#"{{"kind": "ResourceSliceList", "metadata": {{"resourceVersion": "9"}},
@@ -609,6 +823,11 @@ mod tests {
         // ones dropped: as before, in both paths.
         let names: Vec<&str> = records[0].device_names.iter().collect();
         assert_eq!(names, ["a", "bé\"\n", "", ""]);
+        for size in [1, 7, 4096] {
+            let mut stream = ListStream::default();
+            list.as_bytes().chunks(size).for_each(|c| stream.feed(c));
+            assert_eq!(stream.finish().unwrap(), (version.clone(), records.clone()));
+        }
         let dup = records[0].devices.get(1);
         assert!(dup.contains(r#""dup":2"#) && dup.contains(r#""attributes":{"only""#));
         assert!(dup.contains(r#""value":"1Gi""#) && dup.contains("18446744073709551615"));

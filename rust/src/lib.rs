@@ -524,6 +524,24 @@ fn decode_list(py: Python<'_>, data: &[u8]) -> PyResult<(String, Vec<PySliceReco
     Ok((version, records.into_iter().map(PySliceRecord).collect()))
 }
 
+/// The informer's relist, fed from the response as it is read (see `decode::ListStream`).
+#[pyfunction]
+fn decode_list_chunks(
+    py: Python<'_>,
+    chunks: &Bound<'_, PyAny>,
+) -> PyResult<(String, Vec<PySliceRecord>)> {
+    let mut stream = decode::ListStream::default();
+    for chunk in chunks.try_iter()? {
+        let chunk = chunk?;
+        let data = chunk.cast::<PyBytes>()?.as_bytes();
+        py.detach(|| stream.feed(data));
+    }
+    let (version, records) = py
+        .detach(|| stream.finish())
+        .map_err(PyValueError::new_err)?;
+    Ok((version, records.into_iter().map(PySliceRecord).collect()))
+}
+
 #[pyfunction]
 fn decode_watch_event(
     py: Python<'_>,
@@ -555,6 +573,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_pool, m)?)?;
     m.add_function(wrap_pyfunction!(decode_slice, m)?)?;
     m.add_function(wrap_pyfunction!(decode_list, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_list_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(decode_watch_event, m)?)?;
     Ok(())
 }

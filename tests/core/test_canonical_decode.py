@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -251,70 +252,108 @@ def test_decode_list_equals_decoding_each_item(core: ModuleType) -> None:
         ]
 
 
-@pytest.mark.parametrize(
-    ("data", "version", "names"),
-    [
-        (_list([]), "99", []),
-        (_list(None), "99", []),
-        (b'{"kind": "ResourceSliceList"}', "", []),
-        (b"{}", "", []),
-        (b'{"metadata": null, "items": []}', "", []),
-        (b'{"metadata": {"resourceVersion": 5}}', "", []),
-        # Whitespace anywhere, escaped keys, unknown members before and after the items.
-        (
-            b' \n{ "extra" : [ {"items": 1} ] , "it\\u0065ms" :\t[ '
-            + json.dumps(_item("a", [{"name": "d"}])).encode()
-            + b' ] , "metadata" : { "resourceVersion" : "7" } , "more": {"a": [[]]} }\r\n',
-            "7",
-            ["a"],
-        ),
-        # A repeated member: the last one counts, as json.loads and a JSON object keep it.
-        (
-            b'{"items": [null], "metadata": {"resourceVersion": "1"}, "items": '
-            + json.dumps([_item("b", [])]).encode()
-            + b', "metadata": {"resourceVersion": "2"}}',
-            "2",
-            ["b"],
-        ),
-        (b'{"kind": "Nope", "kind": "ResourceSliceList"}', "", []),
-    ],
-)
+_SHAPES = [
+    (_list([]), "99", []),
+    (_list(None), "99", []),
+    (b'{"kind": "ResourceSliceList"}', "", []),
+    (b"{}", "", []),
+    (b'{"metadata": null, "items": []}', "", []),
+    (b'{"metadata": {"resourceVersion": 5}}', "", []),
+    # Whitespace anywhere, escaped keys, unknown members before and after the items.
+    (
+        b' \n{ "extra" : [ {"items": 1} ] , "it\\u0065ms" :\t[ '
+        + json.dumps(_item("a", [{"name": "d"}])).encode()
+        + b' ] , "metadata" : { "resourceVersion" : "7" } , "more": {"a": [[]]} }\r\n',
+        "7",
+        ["a"],
+    ),
+    # A repeated member: the last one counts, as json.loads and a JSON object keep it.
+    (
+        b'{"items": [null], "metadata": {"resourceVersion": "1"}, "items": '
+        + json.dumps([_item("b", [])]).encode()
+        + b', "metadata": {"resourceVersion": "2"}}',
+        "2",
+        ["b"],
+    ),
+    (b'{"kind": "Nope", "kind": "ResourceSliceList"}', "", []),
+]
+
+
+@pytest.mark.parametrize(("data", "version", "names"), _SHAPES)
 def test_decode_list_shapes(core: ModuleType, data: bytes, version: str, names: list[str]) -> None:
     got_version, records = core.decode_list(data)
     assert (got_version, [r.name for r in records]) == (version, names)
 
 
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        (b"[]", "a ResourceSliceList must be a JSON object"),
-        (b"null", "a ResourceSliceList must be a JSON object"),
-        (b'"x"', "a ResourceSliceList must be a JSON object"),
-        (b'{"kind": "ResourceSlice"}', 'expected kind ResourceSliceList, got "ResourceSlice"'),
-        (b'{"kind": 3}', "expected kind ResourceSliceList, got 3"),
-        (b'{"items": 3}', "items is not a list"),
-        (b'{"items": "x"}', "items is not a list"),
-        (b'{"items": {"a": [1]}}', "items is not a list"),
-        (b'{"items": [null]}', "a ResourceSlice must be a JSON object"),
-        (b'{"items": [{"metadata": {"name": "x"}}, null]}', "x: missing spec"),
-        # The kind is checked before the items, whatever their order in the document.
-        (b'{"items": [null], "kind": "Pod"}', 'expected kind ResourceSliceList, got "Pod"'),
-        # A syntax error anywhere comes first, even after a bad item.
-        (b'{"items": [null, {"a": 1,}]}', "not a JSON document"),
-        (b'{"items": [null], "x": [1 2]}', "not a JSON document"),
-        (b"[1, 2] x", "not a JSON document"),
-        (b'{"items": []} {}', "not a JSON document"),
-        (b'{"items": [],}', "not a JSON document"),
-        (b'{"items": [{"metadata": {}},]}', "not a JSON document"),
-        (b'{"items" [] }', "not a JSON document"),
-        (b'{"items": [] "kind": "x"}', "not a JSON document"),
-        (b'{"items": [], 1: 2}', "not a JSON document"),
-        (b'{"items": ["\xff"]}', "not a JSON document"),
-        (b'{"items": [', "not a JSON document"),
-        (b"", "not a JSON document"),
-    ],
-)
+_PROBLEMS = [
+    (b"[]", "a ResourceSliceList must be a JSON object"),
+    (b"null", "a ResourceSliceList must be a JSON object"),
+    (b'"x"', "a ResourceSliceList must be a JSON object"),
+    (b'{"kind": "ResourceSlice"}', 'expected kind ResourceSliceList, got "ResourceSlice"'),
+    (b'{"kind": 3}', "expected kind ResourceSliceList, got 3"),
+    (b'{"items": 3}', "items is not a list"),
+    (b'{"items": "x"}', "items is not a list"),
+    (b'{"items": {"a": [1]}}', "items is not a list"),
+    (b'{"items": [null]}', "a ResourceSlice must be a JSON object"),
+    (b'{"items": [{"metadata": {"name": "x"}}, null]}', "x: missing spec"),
+    # The kind is checked before the items, whatever their order in the document.
+    (b'{"items": [null], "kind": "Pod"}', 'expected kind ResourceSliceList, got "Pod"'),
+    # A syntax error anywhere comes first, even after a bad item.
+    (b'{"items": [null, {"a": 1,}]}', "not a JSON document"),
+    (b'{"items": [null], "x": [1 2]}', "not a JSON document"),
+    (b"[1, 2] x", "not a JSON document"),
+    (b'{"items": []} {}', "not a JSON document"),
+    (b'{"items": [],}', "not a JSON document"),
+    (b'{"items": [{"metadata": {}},]}', "not a JSON document"),
+    (b'{"items" [] }', "not a JSON document"),
+    (b'{"items": [] "kind": "x"}', "not a JSON document"),
+    (b'{"items": [], 1: 2}', "not a JSON document"),
+    (b'{"items": ["\xff"]}', "not a JSON document"),
+    (b'{"items": [', "not a JSON document"),
+    (b"", "not a JSON document"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), _PROBLEMS)
 def test_decode_list_problems(core: ModuleType, data: bytes, message: str) -> None:
     with pytest.raises(ValueError) as info:
         core.decode_list(data)
     assert str(info.value).startswith(message)
+
+
+def _outcome(decode: Any) -> tuple[Any, ...]:
+    """What a decode gave: its fields, or its error (syntax errors alike whatever the text)."""
+    try:
+        version, records = decode()
+    except ValueError as exc:
+        message = str(exc)
+        return ("error", "not a JSON document" if "not a JSON document" in message else message)
+    return ("ok", version, [_fields(r) for r in records])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1 << 20])
+def test_decode_list_chunks_gives_what_decode_list_gives(core: ModuleType, size: int) -> None:
+    documents = [data for data, *_ in _SHAPES + _PROBLEMS]
+    documents += [
+        _list([_item(f"s-{i}", [{"name": "d", "x": '"]}[{,'}]) for i in range(40)]),
+        _list([_item("a", []), None, _item("b", [])]),
+        b'{"items": [{"metadata": {"name": "x"}}, 3, {"a": "\\u005d]"}], "kind": "Pod"}',
+        b'{"items": [] , "items" : 3}',
+        b'{"items": [{"metadata": {}}], "items": null}',
+        b'{"items": [1,,2]}',
+        b'{"items": [1 2]}',
+        b'{"items": [1]]}',
+        b'{"items": [1}',
+        b'{"items": [[1, "]"], {"a": "\\"}]}',
+        b'{"items": [',
+        b'{"items": [1',
+        b'{"items": [1,',
+        b'{"items"',
+        b'{"items":',
+        b"{",
+    ]
+    for data in documents:
+        chunks = [data[i : i + size] for i in range(0, len(data), size)]
+        assert _outcome(partial(core.decode_list_chunks, iter(chunks))) == _outcome(
+            partial(core.decode_list, data)
+        ), data

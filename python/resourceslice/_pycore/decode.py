@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from resourceslice._pycore import canonical
@@ -283,6 +283,11 @@ def decode_list(data: bytes) -> tuple[str, list[SliceRecord]]:
     if problem is not None:
         raise problem
     return version, records
+
+
+def decode_list_chunks(chunks: Iterable[bytes]) -> tuple[str, list[SliceRecord]]:
+    """``decode_list`` of the chunks joined (the Rust core decodes them as they come)."""
+    return decode_list(b"".join(chunks))
 
 
 def decode_watch_event(data: bytes) -> tuple[str, SliceRecord | None, str]:
