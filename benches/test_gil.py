@@ -86,6 +86,9 @@ def scenarios() -> dict[str, Callable[[], Any]]:
         "non_plain": lambda: core.non_plain(devices),
         "plan_pool": lambda: core.plan_pool(desired, POOL, [], OWNER, POOL, 0, BODY_BYTES),
         "decode_list": lambda: core.decode_list(relist),
+        "decode_list_chunks": lambda: core.decode_list_chunks(
+            relist[i : i + (1 << 16)] for i in range(0, len(relist), 1 << 16)
+        ),
     }
 
 
@@ -97,7 +100,16 @@ def calls() -> Iterator[dict[str, Callable[[], Any]]]:
 
 @pytest.mark.parametrize(
     "name",
-    ["idle", "python_loop", "update", "prepare_desired", "non_plain", "plan_pool", "decode_list"],
+    [
+        "idle",
+        "python_loop",
+        "update",
+        "prepare_desired",
+        "non_plain",
+        "plan_pool",
+        "decode_list",
+        "decode_list_chunks",
+    ],
 )
 def test_worst_stall_of_another_thread(
     benchmark: Any, calls: dict[str, Callable[[], Any]], name: str

@@ -524,6 +524,9 @@ fn decode_list(py: Python<'_>, data: &[u8]) -> PyResult<(String, Vec<PySliceReco
     Ok((version, records.into_iter().map(PySliceRecord).collect()))
 }
 
+/// Bytes of a list response decoded per release of the GIL: a few milliseconds of work.
+const FEED_BYTES: usize = 1 << 20;
+
 /// The informer's relist, fed from the response as it is read (see `decode::ListStream`).
 #[pyfunction]
 fn decode_list_chunks(
@@ -531,13 +534,21 @@ fn decode_list_chunks(
     chunks: &Bound<'_, PyAny>,
 ) -> PyResult<(String, Vec<PySliceRecord>)> {
     let mut stream = decode::ListStream::default();
+    // Chunks are fed a batch at a time: releasing the GIL for each small chunk and taking it
+    // back at once would keep a waiting thread from ever getting it (see `Pauses`).
+    let mut batch = Vec::with_capacity(FEED_BYTES);
     for chunk in chunks.try_iter()? {
-        let chunk = chunk?;
-        let data = chunk.cast::<PyBytes>()?.as_bytes();
-        py.detach(|| stream.feed(data));
+        batch.extend_from_slice(chunk?.cast::<PyBytes>()?.as_bytes());
+        if batch.len() >= FEED_BYTES {
+            py.detach(|| stream.feed(&batch));
+            batch.clear();
+        }
     }
     let (version, records) = py
-        .detach(|| stream.finish())
+        .detach(|| {
+            stream.feed(&batch);
+            stream.finish()
+        })
         .map_err(PyValueError::new_err)?;
     Ok((version, records.into_iter().map(PySliceRecord).collect()))
 }

@@ -90,7 +90,7 @@ def test_non_plain_hands_the_gil_over() -> None:
 # released; and the caller, until it blocks, only marks itself out of the call.
 
 
-@pytest.mark.parametrize("name", ["plan_pool", "decode_list"])
+@pytest.mark.parametrize("name", ["plan_pool", "decode_list", "decode_list_chunks"])
 def test_pure_rust_work_runs_without_the_gil(name: str) -> None:
     desired, errors = core.prepare_desired(DRIVER, {"p": pool(devices(N))}, MAX_BYTES)
     assert errors == []
@@ -108,6 +108,9 @@ def test_pure_rust_work_runs_without_the_gil(name: str) -> None:
     calls: dict[str, Callable[[], object]] = {
         "plan_pool": lambda: core.plan_pool(desired, "p", [], OWNER, "node-1"),
         "decode_list": lambda: core.decode_list(relist),
+        "decode_list_chunks": lambda: core.decode_list_chunks(
+            relist[i : i + 65536] for i in range(0, len(relist), 65536)
+        ),
     }
     where = ["before"]
     seen: list[str] = []
