@@ -24,7 +24,8 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from resourceslice.testing import TestCluster
+from resourceslice._backend import core
+from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -281,3 +282,77 @@ def test_2000_pools_of_50(
         assert_pool_is(slices, name, devices)
     assert figure["writes"] == {"POST": pools}
     assert figure["update_writes"] == {"PUT": 2 * changes}
+
+
+def test_restart_over_100k_pool(benchmark: Any, load: Load) -> None:
+    """A controller restarted over the 100k pool it published: the informer's relist of the
+    782 slices, then a sync that finds nothing to write, and none after the resync that the
+    informer's events schedule ``sync_delay`` later."""
+    size, sync_delay = 100_000, 2.0
+    devices = [device(i) for i in range(size)]
+    desired = rs.DriverResources(pools={"p": rs.Pool(devices=devices)})
+    driver = load.new_driver("restart")
+    ctrl, _, client = load.start(driver, desired)
+    assert ctrl.wait_synced(TIMEOUT)
+    ctrl.stop()
+    client.close()
+    figures: list[dict[str, Any]] = []
+
+    def relist() -> tuple[int, int]:
+        """The informer's list alone, decoded as it arrives (as the informer does); the size
+        of its JSON and the peak RSS increase."""
+        received = 0
+
+        def chunks(response: Any) -> Iterator[bytes]:
+            nonlocal received
+            for chunk in response.stream(1 << 16):
+                received += len(chunk)
+                yield chunk
+
+        with PeakRss() as rss:
+            response = load.api.list_resource_slice(
+                field_selector=f"spec.driver={driver}", _preload_content=False
+            )
+            _, records = core.decode_list_chunks(chunks(response))
+            response.release_conn()
+            assert len(records) == 782
+            del records
+        return received, rss.increase
+
+    def restart() -> None:
+        json_bytes, relist_rss = relist()
+        client = load.cluster.api_client("admin")
+        counter = RequestCounter(client)
+        with PeakRss() as rss:
+            started = time.monotonic()
+            ctrl = rs.start_controller(
+                client, driver=driver, resources=desired, sync_delay=sync_delay
+            )
+            assert ctrl.wait_synced(TIMEOUT)
+            synced = time.monotonic() - started
+        # The informer's events queue a resync of the pool sync_delay later: it must write
+        # nothing either.
+        wait_until(lambda: ctrl.stats().syncs >= 2, TIMEOUT, describe=lambda: str(ctrl.stats()))
+        assert ctrl.wait_synced(TIMEOUT)
+        figures.append(
+            {
+                "start_to_synced_s": round(synced, 2),
+                "writes": counter.writes(),
+                "syncs": ctrl.stats().syncs,
+                "peak_rss_increase": rss.increase,
+                "list_json_bytes": json_bytes,
+                "relist_peak_rss_increase": relist_rss,
+                "relist_rss_over_json": round(relist_rss / json_bytes, 2),
+                "rss_over_json": round(rss.increase / json_bytes, 2),
+            }
+        )
+        ctrl.stop()
+        client.close()
+
+    benchmark.pedantic(restart, rounds=2, iterations=1)
+    load.api.delete_collection_resource_slice(
+        field_selector=f"spec.driver={driver}", _preload_content=False
+    )
+    benchmark.extra_info.update(figures[-1])
+    print(f"\nrestart over the 100k pool: {figures}")
+    assert all(f["writes"] == {} for f in figures)

@@ -4,7 +4,7 @@
 Data crosses as plain Python data (desired input) and bytes (API objects, request bodies).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, final
 
 #: ``(api_version, kind, name, uid)`` of the slices' owner.
@@ -102,4 +102,8 @@ def plan_pool(
 
 def decode_slice(data: bytes) -> SliceRecord: ...
 def decode_list(data: bytes) -> tuple[str, list[SliceRecord]]: ...
+def decode_list_chunks(chunks: Iterable[bytes]) -> tuple[str, list[SliceRecord]]:
+    """``decode_list`` of the chunks joined, read as they come: records are made as items
+    complete, so the whole JSON and the records are never held together."""
+
 def decode_watch_event(data: bytes) -> tuple[str, SliceRecord | None, str]: ...

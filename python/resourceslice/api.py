@@ -85,21 +85,38 @@ class Stats:
     syncs: int = 0
 
 
-class ValidationError(ValueError):
+class _PickledByFields:
+    """Pickled with the arguments of its constructor, the attributes named in ``_fields``.
+
+    An exception pickles its ``args``, here the message, which these constructors do not
+    take: unpickling would fail, or build a wrong object.
+    """
+
+    _fields: tuple[str, ...] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), tuple(getattr(self, name) for name in self._fields), self.__dict__)
+
+
+class ValidationError(_PickledByFields, ValueError):
     """The desired resources are invalid; ``errors`` lists every problem with its path."""
+
+    _fields = ("errors",)
 
     def __init__(self, errors: Sequence[str]) -> None:
         self.errors: list[str] = list(errors)
         super().__init__("invalid driver resources:\n  " + "\n  ".join(self.errors))
 
 
-class DroppedFieldsError(Exception):
+class DroppedFieldsError(_PickledByFields, Exception):
     """The apiserver stored a slice without some fields the controller sent.
 
     Usually a feature gate that is off in the cluster (device taints, partitionable devices,
     binding conditions…). The controller does not rewrite the slice again for the same desired
     state: the stored one is what this cluster can hold.
     """
+
+    _fields = ("pool", "slice_name")
 
     def __init__(self, pool: str, slice_name: str) -> None:
         self.pool = pool
@@ -110,13 +127,15 @@ class DroppedFieldsError(Exception):
         )
 
 
-class ConflictingWriterError(Exception):
+class ConflictingWriterError(_PickledByFields, Exception):
     """Someone else changed a slice this controller wrote; it is being put back.
 
     Reported (not raised) through the error handler each time the controller overwrites
     another writer's change. Repeated reports for one pool mean a fight: usually a second
     controller for the same driver and node with a different desired state.
     """
+
+    _fields = ("pool", "slice_name")
 
     def __init__(self, pool: str, slice_name: str) -> None:
         self.pool = pool
@@ -127,7 +146,7 @@ class ConflictingWriterError(Exception):
         )
 
 
-class SliceExistsError(Exception):
+class SliceExistsError(_PickledByFields, Exception):
     """Slices this controller was creating exist already: someone else created them.
 
     Slice names are derived from driver, owner, pool and index, so this is another
@@ -135,6 +154,8 @@ class SliceExistsError(Exception):
     whose response was lost. The pool is synced again once the watch has the slices; with
     the same desired state nothing more is written.
     """
+
+    _fields = ("pool", "slice_names")
 
     def __init__(self, pool: str, slice_names: Sequence[str]) -> None:
         self.pool = pool

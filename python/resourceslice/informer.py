@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol, cast
 from kubernetes.client import ApiClient, ResourceV1Api
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after
+from resourceslice._http import REQUEST_TIMEOUT, retry_after
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -226,12 +226,16 @@ class SliceInformer:
             self._stopping.wait(max(self._backoff.next_delay(), asked))
 
     def _list(self) -> str:
-        response = self._api.list_resource_slice(
+        response: Any = self._api.list_resource_slice(
             field_selector=self._selector,
             _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT,
         )
-        resource_version, records = core.decode_list(read_body(response))
+        try:
+            # Decoded as it arrives: the whole response and its records are never held at once.
+            resource_version, records = core.decode_list_chunks(response.stream(1 << 16))
+        finally:
+            response.release_conn()
         wanted = [r for r in records if self._wanted(r)]
         for old, new in self._store.replace(wanted):
             self._notify(old, new)

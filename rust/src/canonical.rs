@@ -457,13 +457,12 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 /// A device read from the apiserver as `(name, canonical JSON)`; None when it is empty.
 /// Quantities and times that parse are rewritten (the server stores them canonically
 /// already; this keeps both sides alike).
-pub fn stored_device(device: &Value) -> Option<(String, String)> {
+pub fn stored_device<T: Tree>(device: &T) -> Option<(String, String)> {
     let subs = device_subs(device, quantity::canonical);
-    let name = device
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let name = match device.member("name").map(Tree::view) {
+        Some(View::Str(name)) => name.to_owned(),
+        _ => String::new(),
+    };
     let mut out = Vec::with_capacity(512);
     write(device, &subs, &mut out).then(|| {
         (

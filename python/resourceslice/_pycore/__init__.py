@@ -6,7 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resourceslice._pycore import plan as _plan
-from resourceslice._pycore.decode import SliceRecord, decode_list, decode_slice, decode_watch_event
+from resourceslice._pycore.decode import (
+    SliceRecord,
+    decode_list,
+    decode_list_chunks,
+    decode_slice,
+    decode_watch_event,
+)
 from resourceslice._pycore.plan import Plan
 from resourceslice._pycore.validate import DesiredState, prepare
 
@@ -109,6 +115,7 @@ __all__ = [
     "Plan",
     "SliceRecord",
     "decode_list",
+    "decode_list_chunks",
     "decode_slice",
     "decode_watch_event",
     "non_plain",
