@@ -1,0 +1,269 @@
+// Command slicevectors writes ResourceSlice validation vectors as JSON: generated pools in
+// the plain shape resourceslice's cores take, and the verdict the apiserver's own code gives
+// on every ResourceSlice they publish as, with the field path of each error.
+//
+// A case is one pool with explicit slices (our input), plus the driver and the node name a
+// Node owner gives. Each slice is rendered as the object the controller would create
+// (spec.pool from the pool, the pool's node selection, the slice's fields) and put through
+// what the apiserver does with a create: decode the v1 JSON with the legacy scheme
+// (defaulting, conversion to the internal type), the registry strategy's PrepareForCreate
+// (which drops fields of disabled features), then rest.ValidateCreate: the hand-written
+// ResourceSlice validation and the declarative validation, merged as the server merges them.
+// The feature gates are those the test apiserver switches on (sliceFeatureGates in
+// python/resourceslice/testing/apiserver/main.go; tests/core/test_slice_vectors.py checks the
+// two lists agree) plus DRANodeAllocatableResources, so that field is validated rather than
+// dropped.
+//
+// Moving to the next Kubernetes release: bump the versions in go.mod (the same pins as the
+// test apiserver's module, so the module and build caches are shared), then regenerate:
+//
+//	cd tests/vectors/slicegen && GOFLAGS=-mod=mod go run . > ../slices.json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/apis/resource"
+	_ "k8s.io/kubernetes/pkg/apis/resource/install"
+	_ "k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/pkg/registry/resource/resourceslice"
+)
+
+// featureGates: the test apiserver's sliceFeatureGates, plus DRANodeAllocatableResources.
+var featureGates = []string{
+	"DRADeviceTaints",
+	"DRAPartitionableDevices",
+	"DRAPartitionableDevicesType",
+	"DRAResourcePoolStatus",
+	"DRAConsumableCapacity",
+	"DRADeviceBindingConditions",
+	"DRAListTypeAttributes",
+	"DRAOptionalNodeOperations",
+	"DRADeviceCompatibilityGroups",
+	"DRAFractionalCapacityRange",
+	"DRANodeAllocatableResources",
+}
+
+type (
+	M = map[string]any
+	L = []any
+)
+
+// fieldError is one error of the server, on the slice at index Slice of the pool.
+type fieldError struct {
+	Slice  int    `json:"slice"`
+	Path   string `json:"path"`
+	Type   string `json:"type"`
+	Detail string `json:"detail"`
+}
+
+type vector struct {
+	Name   string       `json:"name"`
+	Driver string       `json:"driver"`
+	Pools  map[string]M `json:"pools"`
+	Valid  bool         `json:"valid"`
+	Errors []fieldError `json:"errors"`
+}
+
+// kase is one generated input: a driver and one pool in our plain shape.
+type kase struct {
+	name   string
+	driver string
+	pool   string
+	plain  M
+}
+
+const (
+	driver = "gpu.example.com"
+	node   = "node-1"
+)
+
+// pool is a pool of explicit slices published on all nodes; options override its members.
+func pool(slices ...M) M {
+	l := L{}
+	for _, s := range slices {
+		l = append(l, s)
+	}
+	return M{"devices": nil, "slices": l, "nodeSelector": nil, "allNodes": true, "generation": 0, "nodeName": nil}
+}
+
+// slice is an explicit slice with these devices.
+func slice(devices ...any) M {
+	return M{"devices": L(devices), "sharedCounters": nil, "perDeviceNodeSelection": nil, "partitionTypeAttribute": nil, "skipNodeOperations": nil}
+}
+
+func with(m M, kv ...any) M {
+	out := M{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		out[kv[i].(string)] = kv[i+1]
+	}
+	return out
+}
+
+// dev is a device named name with the given members.
+func dev(name string, kv ...any) M {
+	return with(M{"name": name}, kv...)
+}
+
+func devices(n int, kv ...any) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = dev(fmt.Sprintf("dev-%d", i), kv...)
+	}
+	return out
+}
+
+// render is the ResourceSlice the controller publishes for slice i of p (see plan_pool):
+// the pool's node selection, the slice's own fields; empty slice-level lists are not sent.
+func render(drv, poolName string, p M, i int) M {
+	slices := p["slices"].(L)
+	s := slices[i].(M)
+	spec := M{
+		"driver": drv,
+		"pool":   M{"name": poolName, "generation": p["generation"], "resourceSliceCount": len(slices)},
+	}
+	if v := p["nodeName"]; v != nil {
+		spec["nodeName"] = v
+	}
+	if v := p["nodeSelector"]; v != nil {
+		spec["nodeSelector"] = v
+	}
+	if p["allNodes"] == true {
+		spec["allNodes"] = true
+	}
+	if s["perDeviceNodeSelection"] == true {
+		spec["perDeviceNodeSelection"] = true
+	}
+	for _, k := range []string{"devices", "sharedCounters", "skipNodeOperations"} {
+		if l, ok := s[k].(L); ok && len(l) > 0 {
+			spec[k] = l
+		}
+	}
+	if v := s["partitionTypeAttribute"]; v != nil {
+		spec["partitionTypeAttribute"] = v
+	}
+	return M{
+		"apiVersion": "resource.k8s.io/v1",
+		"kind":       "ResourceSlice",
+		"metadata":   M{"name": fmt.Sprintf("slice-%d", i)},
+		"spec":       spec,
+	}
+}
+
+// validate runs the apiserver's create path on one object.
+func validate(ctx context.Context, obj M) (field.ErrorList, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	decoded, _, err := legacyscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	slice, ok := decoded.(*resource.ResourceSlice)
+	if !ok {
+		return nil, fmt.Errorf("decoded %T", decoded)
+	}
+	var o runtime.Object = slice
+	resourceslice.Strategy.PrepareForCreate(ctx, o)
+	return rest.ValidateCreate(ctx, o, resourceslice.Strategy), nil
+}
+
+func run(ctx context.Context, c kase) (vector, error) {
+	v := vector{Name: c.name, Driver: c.driver, Pools: map[string]M{c.pool: c.plain}, Errors: []fieldError{}}
+	for i := range c.plain["slices"].(L) {
+		errs, err := validate(ctx, render(c.driver, c.pool, c.plain, i))
+		if err != nil {
+			return v, fmt.Errorf("%s: slice %d: %w", c.name, i, err)
+		}
+		for _, e := range errs {
+			v.Errors = append(v.Errors, fieldError{Slice: i, Path: e.Field, Type: string(e.Type), Detail: e.Detail})
+		}
+	}
+	v.Valid = len(v.Errors) == 0
+	return v, nil
+}
+
+func main() {
+	// The server logs where hand-written and declarative validation differ: not ours to see.
+	klog.SetLogger(logr.Discard())
+	gates := map[string]bool{}
+	for _, g := range featureGates {
+		gates[g] = true
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(gates); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx := genericapirequest.WithRequestInfo(genericapirequest.NewContext(), &genericapirequest.RequestInfo{
+		IsResourceRequest: true, Verb: "create", APIGroup: "resource.k8s.io", APIVersion: "v1", Resource: "resourceslices",
+	})
+	cases := generate()
+	seen := map[string]bool{}
+	out := struct {
+		Kubernetes   string   `json:"kubernetes"`
+		FeatureGates []string `json:"featureGates"`
+		Vectors      []vector `json:"vectors"`
+	}{Kubernetes: kubernetesVersion(), FeatureGates: featureGates}
+	for _, c := range cases {
+		if seen[c.name] {
+			fmt.Fprintln(os.Stderr, "duplicate case name", c.name)
+			os.Exit(1)
+		}
+		seen[c.name] = true
+		v, err := run(ctx, c)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		out.Vectors = append(out.Vectors, v)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// kubernetesVersion is the k8s.io/kubernetes module version this was built with.
+func kubernetesVersion() string {
+	data, err := os.ReadFile("go.mod")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "k8s.io/kubernetes" {
+			return f[1]
+		}
+	}
+	return "unknown"
+}
+
+// sortedKeys is for deterministic case order over maps.
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
