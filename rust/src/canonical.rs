@@ -207,6 +207,8 @@ pub struct Header<'a> {
     pub count: i64,
     pub node_selection: Option<(&'static str, Value)>,
     pub shared_counters: Option<Value>,
+    pub partition_type_attribute: Option<Value>,
+    pub skip_node_operations: Option<Value>,
     pub owner_references: Option<Value>,
     pub labels: Option<Value>,
     pub annotations: Option<Value>,
@@ -227,6 +229,8 @@ impl Header<'_> {
         }
         for (key, v) in [
             ("sharedCounters", self.shared_counters),
+            ("partitionTypeAttribute", self.partition_type_attribute),
+            ("skipNodeOperations", self.skip_node_operations),
             ("ownerReferences", self.owner_references),
             ("labels", self.labels),
             ("annotations", self.annotations),

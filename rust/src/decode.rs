@@ -118,6 +118,8 @@ pub fn record(obj: Value) -> Result<Record, String> {
         count,
         node_selection,
         shared_counters: spec.remove("sharedCounters"),
+        partition_type_attribute: spec.remove("partitionTypeAttribute"),
+        skip_node_operations: spec.remove("skipNodeOperations"),
         owner_references: meta.remove("ownerReferences"),
         labels: labels.clone(),
         annotations: annotations.clone(),

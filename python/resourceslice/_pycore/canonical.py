@@ -158,12 +158,16 @@ def header(
     owner_references: Any,
     labels: Any,
     annotations: Any,
+    partition_type_attribute: Any = None,
+    skip_node_operations: Any = None,
 ) -> dict[str, Any]:
     """The part of a slice that is not its device list nor its identity, pruned."""
     h: dict[str, Any] = {
         "driver": driver,
         "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
         "sharedCounters": shared_counters,
+        "partitionTypeAttribute": partition_type_attribute,
+        "skipNodeOperations": skip_node_operations,
         "ownerReferences": owner_references,
         "labels": labels,
         "annotations": annotations,

@@ -205,6 +205,8 @@ func generate() []kase {
 	genNodeAllocatable(&cs)
 	genPartitionType(&cs)
 	genSkipNodeOperations(&cs)
+	genCombinations(&cs)
+	genValid(&cs)
 	return cs
 }
 
@@ -511,6 +513,8 @@ func genCapacity(cs *cases) {
 	cs.device("request-policy/fractional-value", dev("dev-0", "allowMultipleAllocations", true, "capacity", M{
 		"a": M{"value": "1500m", "requestPolicy": M{"default": "500m", "validRange": M{"min": "500m", "step": "250m"}}},
 	}))
+	cs.device("capacity/no-value", dev("dev-0", "capacity", M{"c": M{}}))
+	cs.device("capacity/null-policy", dev("dev-0", "capacity", M{"c": M{"value": "1", "requestPolicy": nil}}))
 	cs.device("capacity/multiple-no-policy", dev("dev-0", "allowMultipleAllocations", true, "capacity", M{"a": M{"value": "1"}}))
 }
 
@@ -755,5 +759,140 @@ func genSkipNodeOperations(cs *cases) {
 	for _, k := range sortedKeys(ops) {
 		cs.add("skip-node-operations/"+k, pool(with(slice(dev("dev-0")), "skipNodeOperations", ops[k])))
 		cs.add("skip-node-operations/"+k+"/no-devices", pool(with(slice(), "skipNodeOperations", ops[k])))
+	}
+}
+
+// fragments are parts of a device, by field group: every pair of groups is combined, and
+// every group's first few variants together, so rules meet each other.
+var fragments = [][]struct {
+	name string
+	kv   []any
+}{
+	{
+		{"attr-int", []any{"attributes", M{"a": M{"int": 1}}}},
+		{"attr-list", []any{"attributes", M{"a": M{"strings": strs("x", "y")}}}},
+		{"attr-empty-list", []any{"attributes", M{"a": M{"ints": L{}}}}},
+		{"attr-bad-name", []any{"attributes", M{"a-b": M{"int": 1}}}},
+		{"attr-upper-domain", []any{"attributes", M{"Example.com/a": M{"bool": true}}}},
+		{"attr-two-types", []any{"attributes", M{"a": M{"int": 1, "string": "x"}}}},
+		{"attr-long-string", []any{"attributes", M{"a": M{"string": rep("s", 65)}}}},
+		{"attr-49-values", []any{"attributes", M{"a": M{"ints": ints(49)}}}},
+	},
+	{
+		{"cap", []any{"capacity", M{"c": M{"value": "1Gi"}}}},
+		{"cap-policy", []any{"allowMultipleAllocations", true, "capacity", M{"c": M{"value": "10", "requestPolicy": policies["range-step"]}}}},
+		{"cap-policy-single", []any{"capacity", M{"c": M{"value": "10", "requestPolicy": policies["values"]}}}},
+		{"cap-policy-bad", []any{"allowMultipleAllocations", true, "capacity", M{"c": M{"value": "10", "requestPolicy": policies["values-unsorted"]}}}},
+		{"cap-bad-name", []any{"capacity", M{"1c": M{"value": "1"}}}},
+		{"cap-no-value", []any{"capacity", M{"c": M{}}}},
+	},
+	{
+		{"taint", []any{"taints", L{taint()}}},
+		{"taint-bad-effect", []any{"taints", L{taint("effect", "Bogus")}}},
+		{"taint-bad-key", []any{"taints", L{taint("key", "a b")}}},
+		{"taints-17", []any{"taints", func() L {
+			l := L{}
+			for i := 0; i < 17; i++ {
+				l = append(l, taint("key", fmt.Sprintf("k%d", i)))
+			}
+			return l
+		}()}},
+	},
+	{
+		{"consumes", []any{"consumesCounters", L{consume("set-0", "mem")}}},
+		{"consumes-groups", []any{"consumesCounters", L{with(consume("set-0", "mem"), "compatibilityGroups", strs("g-1", "g-2"))}}},
+		{"consumes-bad-counter", []any{"consumesCounters", L{M{"counterSet": "set-0", "counters": M{}}}}},
+		{"consumes-dup", []any{"consumesCounters", L{consume("set-0", "mem"), consume("set-0", "cap")}}},
+	},
+	{
+		{"binding", []any{"bindingConditions", strs("ready"), "bindingFailureConditions", strs("failed"), "bindsToNode", true}},
+		{"binding-one-sided", []any{"bindingConditions", strs("ready")}},
+		{"binding-overlap", []any{"bindingConditions", strs("ready"), "bindingFailureConditions", strs("ready")}},
+		{"binding-bad", []any{"bindingConditions", strs("a b"), "bindingFailureConditions", strs("x")}},
+	},
+	{
+		{"allocatable", []any{"nodeAllocatableResources", M{"cpu": allocatable["device-multiplier"]}}},
+		{"allocatable-bad-name", []any{"nodeAllocatableResources", M{"pods": allocatable["device-multiplier"]}}},
+		{"allocatable-empty", []any{"nodeAllocatableResources", M{"memory": M{}}}},
+	},
+}
+
+// merge puts kv into d, merging the maps of attributes and capacity.
+func merge(d M, kv []any) {
+	for i := 0; i < len(kv); i += 2 {
+		k := kv[i].(string)
+		if old, ok := d[k].(M); ok {
+			d[k] = with(old)
+			for mk, mv := range kv[i+1].(M) {
+				d[k].(M)[mk] = mv
+			}
+			continue
+		}
+		d[k] = kv[i+1]
+	}
+}
+
+func genCombinations(cs *cases) {
+	for g := range fragments {
+		for h := g + 1; h < len(fragments); h++ {
+			for _, a := range fragments[g] {
+				for _, b := range fragments[h] {
+					d := dev("dev-0")
+					merge(d, a.kv)
+					merge(d, b.kv)
+					cs.add("combination/"+a.name+"+"+b.name, counterPool(slice(d, dev("dev-1"))))
+				}
+			}
+		}
+	}
+	// Three variants of every group at once.
+	var walk func(g int, d M, name string)
+	walk = func(g int, d M, name string) {
+		if g == len(fragments) {
+			cs.add("combination/all/"+name, counterPool(slice(d)))
+			return
+		}
+		for i, f := range fragments[g] {
+			if i == 3 {
+				break
+			}
+			next := with(d)
+			merge(next, f.kv)
+			walk(g+1, next, name+fmt.Sprint(i))
+		}
+	}
+	walk(0, dev("dev-0"), "")
+	// Two devices of a slice each with their own problems, in both orders.
+	for _, a := range fragments[0] {
+		for _, b := range fragments[2] {
+			d0, d1 := dev("dev-0"), dev("dev-1")
+			merge(d0, a.kv)
+			merge(d1, b.kv)
+			cs.add("combination/two-devices/"+a.name+"+"+b.name, pool(slice(d0, d1)))
+			cs.add("combination/two-devices/"+b.name+"+"+a.name, pool(slice(d1, d0)))
+		}
+	}
+}
+
+// genValid combines valid values of many fields: the cores must accept every one.
+func genValid(cs *cases) {
+	values := []string{"int", "int-negative", "bool", "string", "string-empty", "string-64", "version", "version-full", "bools", "ints", "strings", "versions", "ints-48"}
+	for _, a := range values {
+		for _, q := range quantities {
+			for _, extra := range []string{"plain", "taint", "per-device"} {
+				d := dev("dev-0", "attributes", M{"gpu.example.com/a": attrValues[a], "b": M{"int": 2}}, "capacity", M{"example.com/c": M{"value": q}})
+				p := pool(slice(d, dev("dev-1")))
+				switch extra {
+				case "taint":
+					d["taints"] = L{taint("value", "v")}
+				case "per-device":
+					d["nodeName"] = "node-1"
+					p["slices"].(L)[0].(M)["devices"].(L)[1].(M)["allNodes"] = true
+					p["slices"].(L)[0] = with(p["slices"].(L)[0].(M), "perDeviceNodeSelection", true)
+					p["allNodes"] = false
+				}
+				cs.add(fmt.Sprintf("valid/%s/%s/%s", a, q, extra), p)
+			}
+		}
 	}
 }

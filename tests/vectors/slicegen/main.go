@@ -24,11 +24,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
 
 	"github.com/go-logr/logr"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -158,12 +160,104 @@ func render(drv, poolName string, p M, i int) M {
 	if v := s["partitionTypeAttribute"]; v != nil {
 		spec["partitionTypeAttribute"] = v
 	}
+	spec = deepCopy(spec).(M)
+	canonicalQuantities(spec)
 	return M{
 		"apiVersion": "resource.k8s.io/v1",
 		"kind":       "ResourceSlice",
 		"metadata":   M{"name": fmt.Sprintf("slice-%d", i)},
 		"spec":       spec,
 	}
+}
+
+// canonicalQuantities rewrites every quantity of a spec the way the cores do before they
+// publish (Go's Quantity.String()), leaving strings that do not parse as they are.
+func canonicalQuantities(spec M) {
+	for _, d := range list(spec["devices"]) {
+		device, _ := d.(M)
+		for _, c := range mapValues(device["capacity"]) {
+			canonical(c, "value")
+			policy, _ := c["requestPolicy"].(M)
+			canonical(policy, "default")
+			if values, ok := policy["validValues"].(L); ok {
+				for i, v := range values {
+					if q, ok := v.(string); ok {
+						if parsed, err := apiresource.ParseQuantity(q); err == nil {
+							values[i] = parsed.String()
+						}
+					}
+				}
+			}
+			valid, _ := policy["validRange"].(M)
+			for _, k := range []string{"min", "max", "step"} {
+				canonical(valid, k)
+			}
+		}
+		for _, c := range list(device["consumesCounters"]) {
+			consumption, _ := c.(M)
+			for _, counter := range mapValues(consumption["counters"]) {
+				canonical(counter, "value")
+			}
+		}
+		for _, r := range mapValues(device["nodeAllocatableResources"]) {
+			mapping, _ := r["mapping"].(M)
+			canonical(mapping, "capacityMultiplier")
+			canonical(mapping, "deviceMultiplier")
+			overhead, _ := r["overhead"].(M)
+			canonical(overhead, "perPod")
+			canonical(overhead, "perContainer")
+		}
+	}
+	for _, c := range list(spec["sharedCounters"]) {
+		set, _ := c.(M)
+		for _, counter := range mapValues(set["counters"]) {
+			canonical(counter, "value")
+		}
+	}
+}
+
+// deepCopy keeps the case's own data (the vector's input) out of canonicalQuantities' way.
+func deepCopy(v any) any {
+	switch v := v.(type) {
+	case M:
+		out := M{}
+		for k, x := range v {
+			out[k] = deepCopy(x)
+		}
+		return out
+	case L:
+		out := L{}
+		for _, x := range v {
+			out = append(out, deepCopy(x))
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func canonical(m M, key string) {
+	if q, ok := m[key].(string); ok {
+		if parsed, err := apiresource.ParseQuantity(q); err == nil {
+			m[key] = parsed.String()
+		}
+	}
+}
+
+func list(v any) L {
+	l, _ := v.(L)
+	return l
+}
+
+func mapValues(v any) []M {
+	m, _ := v.(M)
+	var out []M
+	for _, k := range sortedKeys(m) {
+		if inner, ok := m[k].(M); ok {
+			out = append(out, inner)
+		}
+	}
+	return out
 }
 
 // validate runs the apiserver's create path on one object.
@@ -234,13 +328,35 @@ func main() {
 		}
 		out.Vectors = append(out.Vectors, v)
 	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", " ")
-	if err := enc.Encode(out); err != nil {
+	if err := write(os.Stdout, out.Kubernetes, out.FeatureGates, out.Vectors); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// write prints the file with one vector a line: diffs after a regeneration stay readable.
+func write(w io.Writer, kubernetes string, gates []string, vectors []vector) error {
+	enc := func(v any) (string, error) {
+		var b strings.Builder
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		err := e.Encode(v)
+		return strings.TrimSuffix(b.String(), "\n"), err
+	}
+	head, err := enc(M{"kubernetes": kubernetes, "featureGates": gates})
+	if err != nil {
+		return err
+	}
+	lines := []string{}
+	for _, v := range vectors {
+		line, err := enc(v)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, line)
+	}
+	_, err = fmt.Fprintf(w, "%s,\n\"vectors\": [\n%s\n]}\n", strings.TrimSuffix(head, "}"), strings.Join(lines, ",\n"))
+	return err
 }
 
 // kubernetesVersion is the k8s.io/kubernetes module version this was built with.
