@@ -273,7 +273,26 @@ pub fn device_quantities<'a, T: Tree>(device: &'a T, f: &mut dyn FnMut(&'a T)) {
             counter_quantities(set, f);
         }
     }
+    if let Some(allocatable) = device.member("nodeAllocatableResources") {
+        allocatable.for_each_member(&mut |_, resource| {
+            for (part, keys) in ALLOCATABLE_QUANTITIES {
+                if let Some(holder) = resource.member(part) {
+                    for key in keys {
+                        if let Some(v) = holder.member(key) {
+                            f(v);
+                        }
+                    }
+                }
+            }
+        });
+    }
 }
+
+/// The quantities of a `nodeAllocatableResources` entry, by member.
+const ALLOCATABLE_QUANTITIES: [(&str, [&str; 2]); 2] = [
+    ("mapping", ["capacityMultiplier", "deviceMultiplier"]),
+    ("overhead", ["perContainer", "perPod"]),
+];
 
 /// Quantities of a counter set (`{"counters": {name: {"value": q}}}`).
 pub fn counter_quantities<'a, T: Tree>(set: &'a T, f: &mut dyn FnMut(&'a T)) {

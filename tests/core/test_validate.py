@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import ModuleType
 from typing import Any
 
@@ -459,3 +460,21 @@ def test_every_problem_is_reported_in_order(core: ModuleType) -> None:
         'pools["a"].devices[0].name',
         'pools["b"].devices[0].name',
     ]
+
+
+def test_node_allocatable_quantities_are_canonical(core: ModuleType) -> None:
+    """``deviceMultiplier: "1000m"`` is published (and stored) as ``"1"``: an unchanged
+    device must not look changed."""
+    resources = {"cpu": {"mapping": {"deviceMultiplier": "1000m"}, "overhead": {"perPod": "0.5"}}}
+    desired, errors = core.prepare_desired(
+        DRIVER, {"p": pool([{"name": "a", "nodeAllocatableResources": resources}])}, MAX_BYTES
+    )
+    assert errors == []
+    plan = core.plan_pool(desired, "p", [], None, "node-1")
+    (body,) = [json.loads(b) for b in plan.creates]
+    assert body["spec"]["devices"][0]["nodeAllocatableResources"] == {
+        "cpu": {"mapping": {"deviceMultiplier": "1"}, "overhead": {"perPod": "500m"}}
+    }
+    stored = {**body, "metadata": {**body["metadata"], "uid": "u", "resourceVersion": "1"}}
+    record = core.decode_slice(json.dumps(stored).encode())
+    assert core.plan_pool(desired, "p", [record], None, "node-1").updates == []

@@ -108,6 +108,21 @@ def device_quantities(device: dict[str, Any], f: QuantityMap) -> None:
     if isinstance(consumes, list):
         for counter_set in consumes:
             counters_quantities(counter_set, f)
+    allocatable = device.get("nodeAllocatableResources")
+    if isinstance(allocatable, dict):
+        for resource in allocatable.values():
+            for part, keys in _ALLOCATABLE_QUANTITIES:
+                holder = resource.get(part) if isinstance(resource, dict) else None
+                if isinstance(holder, dict):
+                    for key in keys:
+                        _map_quantity(holder, key, f)
+
+
+#: The quantities of a ``nodeAllocatableResources`` entry, by member.
+_ALLOCATABLE_QUANTITIES = (
+    ("mapping", ("capacityMultiplier", "deviceMultiplier")),
+    ("overhead", ("perContainer", "perPod")),
+)
 
 
 def _mapped(value: Any, f: QuantityMap) -> Any:
