@@ -107,6 +107,49 @@ def test_vector(core: ModuleType, vector: dict[str, Any]) -> None:
     assert not missing, f"no error at the server's path; ours: {errors}"
 
 
+def _as_flat(vector: dict[str, Any]) -> dict[str, Any] | None:
+    """The vector's one slice as a flat ``devices`` pool, when the packer would publish it as
+    that same slice: no slice-level fields, no counters, at most 64 devices."""
+    ((name, pool),) = vector["pools"].items()
+    if len(pool["slices"]) != 1:
+        return None
+    (s,) = pool["slices"]
+    devices = s["devices"] or []
+    plain = all(
+        isinstance(d, dict) and not d.get("consumesCounters") and not d.get("taints")
+        for d in devices
+    )
+    fields = ("sharedCounters", "partitionTypeAttribute", "skipNodeOperations")
+    extra = [k for k in fields if s[k] not in (None, [])]
+    if extra or s["perDeviceNodeSelection"] or not plain or len(devices) > 64:
+        return None
+    return {name: {**pool, "slices": None, "devices": devices}}
+
+
+FLAT = [v for v in VECTORS if _as_flat(v) is not None]
+
+
+@pytest.mark.parametrize("vector", FLAT, ids=[v["name"] for v in FLAT])
+def test_vector_as_flat_pool(core: ModuleType, vector: dict[str, Any]) -> None:
+    """The same verdict and paths for the devices as a flat pool (the packer's input)."""
+    pools = _as_flat(vector)
+    assert pools is not None
+    _, errors = core.prepare_desired(vector["driver"], pools, MAX_BYTES)
+    if vector["valid"]:
+        assert errors == []
+        return
+    (pool,) = pools
+    slice_path = f"pools[{_quote(pool)}].slices[0]"
+    ours = [p.replace(f"pools[{_quote(pool)}]", slice_path, 1) for p in _paths(errors)]
+    ours += _paths(errors)
+    missing = [
+        e
+        for e in vector["errors"]
+        if not any(_matches(p, our_path(pool, e["slice"], e["path"])) for p in ours)
+    ]
+    assert not missing, f"no error at the server's path; ours: {errors}"
+
+
 def test_counts() -> None:
     """Thousands of vectors, both verdicts, and the feature gates of the test apiserver."""
     valid = sum(v["valid"] for v in VECTORS)

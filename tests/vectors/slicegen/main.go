@@ -290,6 +290,20 @@ func run(ctx context.Context, c kase) (vector, error) {
 			v.Errors = append(v.Errors, fieldError{Slice: i, Path: e.Field, Type: string(e.Type), Detail: e.Detail})
 		}
 	}
+	// Map members are validated in Go's random map order: sort, so a regeneration is stable.
+	sort.SliceStable(v.Errors, func(i, j int) bool {
+		a, b := v.Errors[i], v.Errors[j]
+		if a.Slice != b.Slice {
+			return a.Slice < b.Slice
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		return a.Detail < b.Detail
+	})
 	v.Valid = len(v.Errors) == 0
 	return v, nil
 }
