@@ -14,8 +14,12 @@
 // two lists agree) plus DRANodeAllocatableResources, so that field is validated rather than
 // dropped.
 //
+// Every field of the v1 ResourceSliceSpec (read from the Go types) must be set by some case,
+// or the generation fails (coverage.go).
+//
 // Moving to the next Kubernetes release: bump the versions in go.mod (the same pins as the
-// test apiserver's module, so the module and build caches are shared), then regenerate:
+// test apiserver's module, so the module and build caches are shared), then regenerate
+// (tests/vectors/README.md):
 //
 //	cd tests/vectors/slicegen && GOFLAGS=-mod=mod go run . > ../slices.json
 package main
@@ -324,6 +328,7 @@ func main() {
 	})
 	cases := generate()
 	seen := map[string]bool{}
+	used := map[string]bool{}
 	out := struct {
 		Kubernetes   string   `json:"kubernetes"`
 		FeatureGates []string `json:"featureGates"`
@@ -341,6 +346,15 @@ func main() {
 			os.Exit(1)
 		}
 		out.Vectors = append(out.Vectors, v)
+		for i := range c.plain["slices"].(L) {
+			usedFields(render(c.driver, c.pool, c.plain, i)["spec"], "", used)
+		}
+	}
+	// Every field of the v1 types must be set by some case: a field a new release adds
+	// fails the generation until cases cover it.
+	if missing := missingFields(used); len(missing) > 0 {
+		fmt.Fprintln(os.Stderr, "no case sets these ResourceSliceSpec fields:", strings.Join(missing, ", "))
+		os.Exit(1)
 	}
 	if err := write(os.Stdout, out.Kubernetes, out.FeatureGates, out.Vectors); err != nil {
 		fmt.Fprintln(os.Stderr, err)
