@@ -68,7 +68,11 @@ class Slice:
 
 @dataclass
 class Pool:
-    """A pool: either a flat ``devices`` list (packed into slices) or explicit ``slices``."""
+    """A pool: either a flat ``devices`` list (packed into slices) or explicit ``slices``.
+
+    Where its devices are is said explicitly, one way per slice: a Node owner (the
+    controller's), ``node_selector``, ``all_nodes=True``, or ``per_device_node_selection`` in
+    its slices. There is no default: a pool without any is a ``ValidationError``."""
 
     devices: Sequence[Any] | None = None
     slices: Sequence[Slice] | None = None
