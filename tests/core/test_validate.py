@@ -42,6 +42,8 @@ def test_driver(core: ModuleType) -> None:
     # As the server: upper case is allowed (it warns), and one label may be long.
     assert _errors(core, {}, driver="GPU.Example.com") == []
     assert _errors(core, {}, driver="a." + "b" * 61) == []
+    # The Kelvin sign lower-cases to "k" in Unicode: both cores take ASCII only.
+    assert _errors(core, {}, driver="\u212a.com") == [msg]
 
 
 @pytest.mark.parametrize("name", ["", "UPPER", "a//b", "x" * 254, "-a"])

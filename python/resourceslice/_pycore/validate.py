@@ -275,7 +275,9 @@ def is_dns_subdomain(s: str) -> bool:
 def is_driver_name(s: str) -> bool:
     """A driver name, also the domain of an attribute: upper case is allowed (the server
     checks the lower-cased name, and warns)."""
-    return 0 < _bytes(s) <= MAX_DRIVER_LENGTH and is_dns_subdomain(s.lower())
+    # ASCII only: Go lower-cases Unicode, where a few non-ASCII letters (the Kelvin sign)
+    # become ASCII ones; no driver is named so, and both cores must agree.
+    return 0 < _bytes(s) <= MAX_DRIVER_LENGTH and s.isascii() and is_dns_subdomain(s.lower())
 
 
 def is_pool_name(s: str) -> bool:
