@@ -66,6 +66,7 @@ def pools(devices: list[dict[str, Any]]) -> dict[str, Any]:
             "slices": None,
             "nodeSelector": None,
             "allNodes": False,
+            "nodeName": POOL,
             "generation": 0,
         }
     }

@@ -82,7 +82,7 @@ def bench(kube_cluster: TestCluster) -> Iterator[Bench]:
 
 
 def pool(devs: list[dict[str, Any]]) -> rs.DriverResources:
-    return rs.DriverResources(pools={"p": rs.Pool(devices=devs)})
+    return rs.DriverResources(pools={"p": rs.Pool(devices=devs, all_nodes=True)})
 
 
 def test_publish_10k(benchmark: Any, bench: Bench) -> None:

@@ -163,7 +163,7 @@ def test_burst_of_1000_updates(benchmark: Any, load: Load, size: int) -> None:
         driver = load.new_driver(f"burst{size}")
         devices = [device(i) for i in range(size)]
         ctrl, counter, client = load.start(
-            driver, rs.DriverResources(pools={"p": rs.Pool(devices)})
+            driver, rs.DriverResources(pools={"p": rs.Pool(devices, all_nodes=True)})
         )
         assert ctrl.wait_synced(TIMEOUT)
         counter.reset()
@@ -171,7 +171,7 @@ def test_burst_of_1000_updates(benchmark: Any, load: Load, size: int) -> None:
         # list can be edited in place between calls.
         for k in range(burst):
             devices[k] = device(k, index=-k)
-            ctrl.update(rs.DriverResources(pools={"p": rs.Pool(devices)}))
+            ctrl.update(rs.DriverResources(pools={"p": rs.Pool(devices, all_nodes=True)}))
         assert ctrl.wait_synced(TIMEOUT)
         figures.append({"writes": counter.writes(), "stats": ctrl.stats().__dict__})
         assert_pool_is(load.slices(driver), "p", devices)
@@ -189,7 +189,7 @@ def test_burst_of_1000_updates(benchmark: Any, load: Load, size: int) -> None:
 def test_100k_devices_one_pool(benchmark: Any, load: Load) -> None:
     size = 100_000
     devices = [device(i) for i in range(size)]
-    desired = rs.DriverResources(pools={"p": rs.Pool(devices=devices)})
+    desired = rs.DriverResources(pools={"p": rs.Pool(devices=devices, all_nodes=True)})
     figures: list[dict[str, Any]] = []
 
     def publish() -> None:

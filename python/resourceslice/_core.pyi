@@ -86,7 +86,13 @@ def non_plain(items: list[Any]) -> list[int]:
 def prepare_desired(
     driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
 ) -> tuple[Desired | None, list[str]]:
-    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``."""
+    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``.
+
+    A pool is ``{"devices" | "slices", "nodeName", "nodeSelector", "allNodes",
+    "generation"}`` (``nodeName``: a Node owner's name, or None), a slice ``{"devices",
+    "sharedCounters", "perDeviceNodeSelection", "partitionTypeAttribute",
+    "skipNodeOperations"}``; every published slice must end up with exactly one node
+    selection (docs/core.md §3)."""
 
 def plan_pool(
     desired: Desired | None,

@@ -50,16 +50,29 @@ class Owner:
 
 @dataclass
 class Slice:
-    """One explicitly laid out ResourceSlice of a pool, published as given."""
+    """One explicitly laid out ResourceSlice of a pool, published as given.
+
+    ``partition_type_attribute`` (``spec.partitionTypeAttribute``) names the string
+    attribute, ``<domain>/<name>``, that gives each counter-consuming device of the slice its
+    partition type; ``skip_node_operations`` (``spec.skipNodeOperations``) lists node
+    operations the kubelet may skip for its devices (``NodePrepareResources``,
+    ``NodeUnprepareResources``, ``*``). Both are alpha in Kubernetes 1.37.
+    """
 
     devices: Sequence[Any] = ()
     shared_counters: Sequence[Any] | None = None
     per_device_node_selection: bool | None = None
+    partition_type_attribute: str | None = None
+    skip_node_operations: Sequence[str] | None = None
 
 
 @dataclass
 class Pool:
-    """A pool: either a flat ``devices`` list (packed into slices) or explicit ``slices``."""
+    """A pool: either a flat ``devices`` list (packed into slices) or explicit ``slices``.
+
+    Where its devices are is said explicitly, one way per slice: a Node owner (the
+    controller's), ``node_selector``, ``all_nodes=True``, or ``per_device_node_selection`` in
+    its slices. There is no default: a pool without any is a ``ValidationError``."""
 
     devices: Sequence[Any] | None = None
     slices: Sequence[Slice] | None = None
@@ -233,10 +246,15 @@ def _plain_list(
     return items
 
 
-def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def to_plain_pools(
+    resources: DriverResources, node_name: str | None = None
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The ``pools`` mapping of ``core.prepare_desired``, and the problems found converting.
 
-    Only shape problems are reported here (wrong Python types); the core checks content.
+    ``node_name``: a Node owner's name, the node selection (``spec.nodeName``) its pools get;
+    the core checks that every slice ends up with exactly one, so a pool without any is an
+    error, never published on every node by default. Only shape problems are reported here
+    (wrong Python types); the core checks content.
     """
     errors: list[str] = []
     pools: dict[str, dict[str, Any]] = {}
@@ -268,6 +286,10 @@ def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]
                             sl.shared_counters, f"{spath}.sharedCounters", errors
                         ),
                         "perDeviceNodeSelection": sl.per_device_node_selection,
+                        "partitionTypeAttribute": sl.partition_type_attribute,
+                        "skipNodeOperations": _plain_list(
+                            sl.skip_node_operations, f"{spath}.skipNodeOperations", errors
+                        ),
                     }
                 )
         pools[name] = {
@@ -275,6 +297,7 @@ def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]
             "slices": slices,
             "nodeSelector": _plain(pool.node_selector, f"{path}.nodeSelector", errors),
             "allNodes": pool.all_nodes,
+            "nodeName": node_name,
             "generation": pool.generation,
         }
     return pools, errors

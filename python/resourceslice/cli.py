@@ -292,7 +292,7 @@ def load(path: Path, driver: str, selection: Selection) -> Loaded:
     """Read and validate FILE for ``driver``; UserError listing every problem with its path."""
     resources, errors = parse_resources(read_document(path), selection)
     if not errors:
-        plain, errors = to_plain_pools(resources)
+        plain, errors = to_plain_pools(resources, selection.node)
         if not errors:
             desired, errors = core.prepare_desired(driver, plain, MAX_SLICE_BYTES)
             if desired is not None:

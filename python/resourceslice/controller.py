@@ -316,7 +316,7 @@ class Controller:
     # -- validation -----------------------------------------------------------------------
 
     def _prepare(self, resources: DriverResources) -> Desired:
-        pools, errors = to_plain_pools(resources)
+        pools, errors = to_plain_pools(resources, self._node_name)
         if self._only_pool is not None:
             errors += [
                 f'pools["{name}"]: only pool "{self._only_pool}" is reconciled '

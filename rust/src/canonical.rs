@@ -207,6 +207,8 @@ pub struct Header<'a> {
     pub count: i64,
     pub node_selection: Option<(&'static str, Value)>,
     pub shared_counters: Option<Value>,
+    pub partition_type_attribute: Option<Value>,
+    pub skip_node_operations: Option<Value>,
     pub owner_references: Option<Value>,
     pub labels: Option<Value>,
     pub annotations: Option<Value>,
@@ -227,6 +229,8 @@ impl Header<'_> {
         }
         for (key, v) in [
             ("sharedCounters", self.shared_counters),
+            ("partitionTypeAttribute", self.partition_type_attribute),
+            ("skipNodeOperations", self.skip_node_operations),
             ("ownerReferences", self.owner_references),
             ("labels", self.labels),
             ("annotations", self.annotations),
@@ -269,7 +273,26 @@ pub fn device_quantities<'a, T: Tree>(device: &'a T, f: &mut dyn FnMut(&'a T)) {
             counter_quantities(set, f);
         }
     }
+    if let Some(allocatable) = device.member("nodeAllocatableResources") {
+        allocatable.for_each_member(&mut |_, resource| {
+            for (part, keys) in ALLOCATABLE_QUANTITIES {
+                if let Some(holder) = resource.member(part) {
+                    for key in keys {
+                        if let Some(v) = holder.member(key) {
+                            f(v);
+                        }
+                    }
+                }
+            }
+        });
+    }
 }
+
+/// The quantities of a `nodeAllocatableResources` entry, by member.
+const ALLOCATABLE_QUANTITIES: [(&str, [&str; 2]); 2] = [
+    ("mapping", ["capacityMultiplier", "deviceMultiplier"]),
+    ("overhead", ["perContainer", "perPod"]),
+];
 
 /// Quantities of a counter set (`{"counters": {name: {"value": q}}}`).
 pub fn counter_quantities<'a, T: Tree>(set: &'a T, f: &mut dyn FnMut(&'a T)) {

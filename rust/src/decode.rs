@@ -141,6 +141,8 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
         count,
         node_selection,
         shared_counters: spec.remove("sharedCounters"),
+        partition_type_attribute: spec.remove("partitionTypeAttribute"),
+        skip_node_operations: spec.remove("skipNodeOperations"),
         owner_references: meta.remove("ownerReferences"),
         labels: labels.clone(),
         annotations: annotations.clone(),

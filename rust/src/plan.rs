@@ -101,6 +101,8 @@ struct SliceRef<'d> {
     indices: Vec<usize>,
     shared_counters: Option<&'d Value>,
     per_device_node_selection: bool,
+    partition_type_attribute: Option<&'d str>,
+    skip_node_operations: Option<&'d [String]>,
 }
 
 impl<'d> SliceRef<'d> {
@@ -123,6 +125,8 @@ fn desired_slices<'d>(
                     indices: (0..s.devices.len()).collect(),
                     shared_counters: s.shared_counters.as_ref(),
                     per_device_node_selection: s.per_device_node_selection,
+                    partition_type_attribute: s.partition_type_attribute.as_deref(),
+                    skip_node_operations: s.skip_node_operations.as_deref(),
                 })
                 .collect();
         }
@@ -160,6 +164,8 @@ fn desired_slices<'d>(
             indices,
             shared_counters: None,
             per_device_node_selection: false,
+            partition_type_attribute: None,
+            skip_node_operations: None,
         })
         .collect()
 }
@@ -322,6 +328,8 @@ pub fn plan_pool(
         count: count as i64,
         node_selection: Some(node_selection(s)),
         shared_counters: s.shared_counters.cloned(),
+        partition_type_attribute: s.partition_type_attribute.map(Value::from),
+        skip_node_operations: s.skip_node_operations.map(Value::from),
         owner_references: owner_refs.clone(),
         labels: record.and_then(|r| r.labels.clone()),
         annotations: record.and_then(|r| r.annotations.clone()),

@@ -140,7 +140,19 @@ def env_fixture(
 
 
 def pools(**by_name: rs.Pool) -> rs.DriverResources:
-    """``DriverResources`` from keyword pools; deep-copied so tests can keep editing theirs."""
+    """``DriverResources`` from keyword pools, deep-copied so tests can keep editing theirs,
+    for a controller without a Node owner: a pool that selects no nodes itself is published
+    on all nodes (the controller has no default)."""
+    copied = copy.deepcopy(by_name)
+    for pool in copied.values():
+        per_device = any(s.per_device_node_selection for s in pool.slices or ())
+        if pool.node_selector is None and not per_device:
+            pool.all_nodes = True
+    return rs.DriverResources(pools=copied)
+
+
+def node_pools(**by_name: rs.Pool) -> rs.DriverResources:
+    """Like ``pools``, for a Node owner: its pools are on its node."""
     return rs.DriverResources(pools=copy.deepcopy(by_name))
 
 

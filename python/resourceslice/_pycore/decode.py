@@ -143,6 +143,8 @@ def record(obj: Any) -> SliceRecord:
         meta.get("ownerReferences"),
         labels,
         annotations,
+        spec.get("partitionTypeAttribute"),
+        spec.get("skipNodeOperations"),
     )
     return SliceRecord(
         name=name,
