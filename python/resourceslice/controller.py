@@ -14,10 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api, V1DeleteOptions, V1Preconditions
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after, send_json
+from resourceslice._http import (
+    REQUEST_TIMEOUT,
+    SLICES_PATH,
+    delete_options,
+    get_json,
+    node_path,
+    retry_after,
+    send_json,
+)
 from resourceslice.api import (
     ConflictingWriterError,
     DriverResources,
@@ -56,7 +64,6 @@ _BODY_BYTES_PER_WINDOW = 1 << 20
 #: Time for the watch to deliver slices another writer created (see SliceExistsError):
 #: replanning before would write against an incomplete view of the pool.
 _EXISTING_SLICE_RETRY = 1.0
-_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 def _log_error(exc: BaseException, message: str) -> None:
@@ -127,7 +134,6 @@ class Controller:
         # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
         # that is overloaded, so no pool writes before then, whatever queued it.
         self._quiet_until = 0.0
-        self._resource_api = ResourceV1Api(api_client)
         self._store = SliceStore()
         self._mutations = MutationCache(mutation_cache_ttl, clock, self._store.get)
         self._queue: WorkQueue[str] = WorkQueue(clock)
@@ -306,10 +312,7 @@ class Controller:
             # Looked up once: a Node's uid changes only when the Node object is recreated,
             # and then the kubelet restarts the driver anyway.
             assert self._client is not None
-            response = CoreV1Api(self._client).read_node(
-                owner.name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-            )
-            uid = json.loads(read_body(response))["metadata"]["uid"]
+            uid = json.loads(get_json(self._client, node_path(owner.name)))["metadata"]["uid"]
             owner = self._owner = replace(owner, uid=uid)
         return (owner.api_version, owner.kind, owner.name, owner.uid)
 
@@ -374,17 +377,11 @@ class Controller:
             if self._stopped:
                 return
             try:
-                read_body(
-                    self._resource_api.delete_resource_slice(
-                        name,
-                        body=V1DeleteOptions(
-                            preconditions=V1Preconditions(
-                                uid=uid, resource_version=resource_version
-                            )
-                        ),
-                        _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
-                    )
+                send_json(
+                    self._client_or_fail(),
+                    "DELETE",
+                    f"{SLICES_PATH}/{name}",
+                    delete_options(uid, resource_version),
                 )
             except ApiException as exc:
                 if exc.status != 404:  # already gone is what we wanted
@@ -400,7 +397,7 @@ class Controller:
         for name, body in plan.updates:
             if self._stopped:
                 return
-            response = send_json(self._client_or_fail(), "PUT", f"{_SLICES_PATH}/{name}", body)
+            response = send_json(self._client_or_fail(), "PUT", f"{SLICES_PATH}/{name}", body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         taken: list[str] = []
@@ -409,7 +406,7 @@ class Controller:
                 return
             sent = core.decode_slice(body)
             try:
-                response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
+                response = send_json(self._client_or_fail(), "POST", SLICES_PATH, body)
             except ApiException as exc:
                 # The name is ours, so it exists because another writer (or our own create,
                 # whose response was lost) made it: compare with it once the watch has it.

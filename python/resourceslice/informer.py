@@ -16,10 +16,10 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
-from kubernetes.client import ApiClient, ResourceV1Api
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after
+from resourceslice._http import REQUEST_TIMEOUT, SliceLister, read_body, retry_after
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class SliceInformer:
         on_error: ErrorHandler,
         only_pool: str | None = None,
     ) -> None:
-        self._api = ResourceV1Api(api_client)
+        self._api = SliceLister(api_client)
         self._driver = driver
         self._selector = selector
         self._store = store
@@ -157,9 +157,7 @@ class SliceInformer:
 
     def _list(self) -> str:
         response = self._api.list_resource_slice(
-            field_selector=self._selector,
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT,
+            field_selector=self._selector, timeout=REQUEST_TIMEOUT
         )
         resource_version, records = core.decode_list(read_body(response))
         wanted = [r for r in records if self._wanted(r)]
@@ -174,15 +172,13 @@ class SliceInformer:
         watch resumes where this one stopped, not at its start.
         """
         seconds = random.randint(_WATCH_SECONDS, 2 * _WATCH_SECONDS)
-        # With _preload_content=False the client returns the urllib3 response, not a model.
         response: Any = self._api.list_resource_slice(
             field_selector=self._selector,
             watch=True,
             allow_watch_bookmarks=True,
             resource_version=resource_version,
             timeout_seconds=seconds,
-            _preload_content=False,
-            _request_timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
+            timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
         )
         with self._response_lock:
             self._response = response
