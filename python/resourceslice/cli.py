@@ -399,13 +399,12 @@ def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
     import kubernetes.config
     from kubernetes.config.config_exception import ConfigException
 
+    from resourceslice._http import ClosingApiClient, kubeconfig_client
+
     paths = kubeconfig_paths(kubeconfig)
     try:
         if paths is not None:
-            client: ApiClient = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=paths, context=context, persist_config=False
-            )
-            return client
+            return kubeconfig_client(paths, context)
         if "KUBERNETES_SERVICE_HOST" not in os.environ:
             raise UserError(
                 "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
@@ -415,7 +414,7 @@ def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
         kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration
         )
-        return kubernetes.client.ApiClient(configuration)
+        return ClosingApiClient(configuration)
     except (ConfigException, OSError) as exc:
         raise UserError(f"kubeconfig {paths or '(in-cluster)'}: {exc}") from None
 
@@ -433,14 +432,9 @@ def describe_api_error(exc: BaseException) -> str:
 
 
 def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
-    from kubernetes.client import ResourceV1Api
+    from resourceslice._http import SLICES_PATH, get_json
 
-    from resourceslice._http import REQUEST_TIMEOUT, read_body
-
-    response = ResourceV1Api(client).list_resource_slice(
-        field_selector=selector, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-    )
-    return core.decode_list(read_body(response))[1]
+    return core.decode_list(get_json(client, SLICES_PATH, [("fieldSelector", selector)]))[1]
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -648,16 +642,12 @@ class Publisher:
         """The Node owner with its uid, so the writes can be counted before they are made."""
         if not self.args.node:
             return None
-        from kubernetes.client import CoreV1Api
         from kubernetes.client.exceptions import ApiException
 
-        from resourceslice._http import REQUEST_TIMEOUT, read_body
+        from resourceslice._http import get_json, node_path
 
         try:
-            response = CoreV1Api(client).read_node(
-                self.args.node, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-            )
-            uid = str(json.loads(read_body(response))["metadata"]["uid"])
+            uid = str(json.loads(get_json(client, node_path(self.args.node)))["metadata"]["uid"])
         except ApiException as exc:
             raise UserError(
                 f"node {self.args.node}: {describe_api_error(exc)} "

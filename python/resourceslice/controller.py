@@ -15,10 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api, V1DeleteOptions, V1Preconditions
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after, send_json
+from resourceslice._http import (
+    REQUEST_TIMEOUT,
+    SLICES_PATH,
+    delete_options,
+    get_json,
+    node_path,
+    retry_after,
+    send_json,
+)
 from resourceslice.api import (
     ConflictingWriterError,
     DriverResources,
@@ -66,7 +74,6 @@ _BODY_BYTES_PER_WINDOW = 1 << 20
 #: Time for the watch to deliver slices another writer created (see SliceExistsError):
 #: replanning before would write against an incomplete view of the pool.
 _EXISTING_SLICE_RETRY = 1.0
-_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 class ControllerStoppedError(RuntimeError):
@@ -165,7 +172,6 @@ class Controller:
         )
         self._write_tokens_lock = threading.Lock()
         self._owner_lock = threading.Lock()
-        self._resource_api = ResourceV1Api(api_client)
         self._store = SliceStore()
         self._mutations = MutationCache(mutation_cache_ttl, clock, self._store.get)
         self._queue: WorkQueue[str] = WorkQueue(clock)
@@ -419,10 +425,9 @@ class Controller:
                 owner = self._owner
                 assert owner is not None and self._client is not None
                 if not owner.uid:
-                    response = CoreV1Api(self._client).read_node(
-                        owner.name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-                    )
-                    uid = json.loads(read_body(response))["metadata"]["uid"]
+                    uid = json.loads(get_json(self._client, node_path(owner.name)))["metadata"][
+                        "uid"
+                    ]
                     owner = self._owner = replace(owner, uid=uid)
         return (owner.api_version, owner.kind, owner.name, owner.uid)
 
@@ -491,17 +496,11 @@ class Controller:
             if not self._may_write():
                 return
             try:
-                read_body(
-                    self._resource_api.delete_resource_slice(
-                        name,
-                        body=V1DeleteOptions(
-                            preconditions=V1Preconditions(
-                                uid=uid, resource_version=resource_version
-                            )
-                        ),
-                        _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
-                    )
+                send_json(
+                    self._client_or_fail(),
+                    "DELETE",
+                    f"{SLICES_PATH}/{name}",
+                    delete_options(uid, resource_version),
                 )
             except ApiException as exc:
                 if exc.status != 404:  # already gone is what we wanted
@@ -517,7 +516,7 @@ class Controller:
         for name, body in plan.updates:
             if not self._may_write():
                 return
-            response = send_json(self._client_or_fail(), "PUT", f"{_SLICES_PATH}/{name}", body)
+            response = send_json(self._client_or_fail(), "PUT", f"{SLICES_PATH}/{name}", body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         taken: list[str] = []
@@ -526,7 +525,7 @@ class Controller:
                 return
             sent = core.decode_slice(body)
             try:
-                response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
+                response = send_json(self._client_or_fail(), "POST", SLICES_PATH, body)
             except ApiException as exc:
                 # The name is ours, so it exists because another writer (or our own create,
                 # whose response was lost) made it: compare with it once the watch has it.

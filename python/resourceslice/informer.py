@@ -15,12 +15,12 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional, Protocol, cast
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from kubernetes.client import ApiClient, ResourceV1Api
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, retry_after
+from resourceslice._http import REQUEST_TIMEOUT, SliceLister, retry_after
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -115,8 +115,8 @@ class SliceInformer:
         api: ListApi | None = None,
         backoff: Backoff | None = None,
     ) -> None:
-        """``api``: lists and watches instead of ``ResourceV1Api(api_client)``."""
-        self._api = api if api is not None else cast(ListApi, ResourceV1Api(api_client))
+        """``api``: lists and watches instead of ``SliceLister(api_client)``."""
+        self._api: ListApi = api if api is not None else SliceLister(api_client)
         self._backoff = backoff or Backoff()
         self._driver = driver
         self._selector = selector
@@ -227,9 +227,7 @@ class SliceInformer:
 
     def _list(self) -> str:
         response: Any = self._api.list_resource_slice(
-            field_selector=self._selector,
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT,
+            field_selector=self._selector, timeout=REQUEST_TIMEOUT
         )
         try:
             # Decoded as it arrives: the whole response and its records are never held at once.
@@ -249,15 +247,13 @@ class SliceInformer:
         """
         started = time.monotonic()
         seconds = random.randint(_WATCH_SECONDS, 2 * _WATCH_SECONDS)
-        # With _preload_content=False the client returns the urllib3 response, not a model.
         response: Any = self._api.list_resource_slice(
             field_selector=self._selector,
             watch=True,
             allow_watch_bookmarks=True,
             resource_version=resource_version,
             timeout_seconds=seconds,
-            _preload_content=False,
-            _request_timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
+            timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
         )
         with self._response_lock:
             self._response = response

@@ -41,4 +41,4 @@ def kube_client(kube_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClie
     try:
         yield client
     finally:
-        client.close()  # type: ignore[no-untyped-call]
+        client.close()
