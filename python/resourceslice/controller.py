@@ -19,7 +19,6 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._http import (
-    REQUEST_TIMEOUT,
     SLICES_PATH,
     delete_options,
     get_json,

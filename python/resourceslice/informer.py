@@ -44,12 +44,21 @@ _SHORT_WATCH = 1.0
 
 
 class ListApi(Protocol):
-    """What the informer calls: ``ResourceV1Api.list_resource_slice``'s signature.
+    """What the informer calls: :class:`SliceLister`'s signature.
 
     The seam for another API version, or for a test's scripted responses.
     """
 
-    def list_resource_slice(self, **kwargs: Any) -> Any: ...
+    def list_resource_slice(
+        self,
+        *,
+        field_selector: str,
+        watch: bool = False,
+        allow_watch_bookmarks: bool = False,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any: ...
 
 
 class Backoff:
