@@ -433,14 +433,9 @@ def describe_api_error(exc: BaseException) -> str:
 
 
 def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
-    from kubernetes.client import ResourceV1Api
+    from resourceslice._apiversion import ResourceSliceAPI
 
-    from resourceslice._http import REQUEST_TIMEOUT, read_body
-
-    response = ResourceV1Api(client).list_resource_slice(
-        field_selector=selector, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-    )
-    return core.decode_list(read_body(response))[1]
+    return core.decode_list(ResourceSliceAPI(client).list(selector))[1]
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -765,7 +760,7 @@ def _positive(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resourceslice",
-        description="Plan, publish and check DRA ResourceSlices (resource.k8s.io/v1).",
+        description="Plan, publish and check DRA ResourceSlices (resource.k8s.io).",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

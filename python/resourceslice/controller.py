@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from kubernetes.client import ApiClient, CoreV1Api, ResourceV1Api, V1DeleteOptions, V1Preconditions
+from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after, send_json
+from resourceslice._apiversion import ResourceSliceAPI
+from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after
 from resourceslice.api import (
     ConflictingWriterError,
     DriverResources,
@@ -56,7 +57,6 @@ _BODY_BYTES_PER_WINDOW = 1 << 20
 #: Time for the watch to deliver slices another writer created (see SliceExistsError):
 #: replanning before would write against an incomplete view of the pool.
 _EXISTING_SLICE_RETRY = 1.0
-_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 def _log_error(exc: BaseException, message: str) -> None:
@@ -127,7 +127,8 @@ class Controller:
         # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
         # that is overloaded, so no pool writes before then, whatever queued it.
         self._quiet_until = 0.0
-        self._resource_api = ResourceV1Api(api_client)
+        # In the newest resource.k8s.io version the cluster serves, shared with the informer.
+        self._slices = ResourceSliceAPI(api_client)
         self._store = SliceStore()
         self._mutations = MutationCache(mutation_cache_ttl, clock, self._store.get)
         self._queue: WorkQueue[str] = WorkQueue(clock)
@@ -143,6 +144,7 @@ class Controller:
             on_change=self._on_slice_change,
             on_error=self._report,
             only_pool=self._only_pool,
+            slices=self._slices,
         )
         for pool in self._dirty:
             self._queue.add(pool)
@@ -374,18 +376,7 @@ class Controller:
             if self._stopped:
                 return
             try:
-                read_body(
-                    self._resource_api.delete_resource_slice(
-                        name,
-                        body=V1DeleteOptions(
-                            preconditions=V1Preconditions(
-                                uid=uid, resource_version=resource_version
-                            )
-                        ),
-                        _preload_content=False,
-                        _request_timeout=REQUEST_TIMEOUT,
-                    )
-                )
+                self._slices.delete(name, uid, resource_version)
             except ApiException as exc:
                 if exc.status != 404:  # already gone is what we wanted
                     raise
@@ -400,7 +391,7 @@ class Controller:
         for name, body in plan.updates:
             if self._stopped:
                 return
-            response = send_json(self._client_or_fail(), "PUT", f"{_SLICES_PATH}/{name}", body)
+            response = self._slices.update(name, body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         taken: list[str] = []
@@ -409,7 +400,7 @@ class Controller:
                 return
             sent = core.decode_slice(body)
             try:
-                response = send_json(self._client_or_fail(), "POST", _SLICES_PATH, body)
+                response = self._slices.create(body)
             except ApiException as exc:
                 # The name is ours, so it exists because another writer (or our own create,
                 # whose response was lost) made it: compare with it once the watch has it.
@@ -443,10 +434,6 @@ class Controller:
     def _count(self, kind: str) -> None:
         with self._lock:
             self._counts[kind] += 1
-
-    def _client_or_fail(self) -> ApiClient:
-        assert self._client is not None
-        return self._client
 
 
 def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:

@@ -16,10 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
-from kubernetes.client import ApiClient, ResourceV1Api
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after
+from resourceslice._apiversion import ResourceSliceAPI
+from resourceslice._http import retry_after
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -77,8 +78,9 @@ class SliceInformer:
         on_change: ChangeHandler,
         on_error: ErrorHandler,
         only_pool: str | None = None,
+        slices: ResourceSliceAPI | None = None,
     ) -> None:
-        self._api = ResourceV1Api(api_client)
+        self._slices = slices or ResourceSliceAPI(api_client)
         self._driver = driver
         self._selector = selector
         self._store = store
@@ -156,12 +158,7 @@ class SliceInformer:
             delay = min(delay * 2, _BACKOFF_MAX)
 
     def _list(self) -> str:
-        response = self._api.list_resource_slice(
-            field_selector=self._selector,
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT,
-        )
-        resource_version, records = core.decode_list(read_body(response))
+        resource_version, records = core.decode_list(self._slices.list(self._selector))
         wanted = [r for r in records if self._wanted(r)]
         for old, new in self._store.replace(wanted):
             self._notify(old, new)
@@ -174,16 +171,7 @@ class SliceInformer:
         watch resumes where this one stopped, not at its start.
         """
         seconds = random.randint(_WATCH_SECONDS, 2 * _WATCH_SECONDS)
-        # With _preload_content=False the client returns the urllib3 response, not a model.
-        response: Any = self._api.list_resource_slice(
-            field_selector=self._selector,
-            watch=True,
-            allow_watch_bookmarks=True,
-            resource_version=resource_version,
-            timeout_seconds=seconds,
-            _preload_content=False,
-            _request_timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
-        )
+        response, served = self._slices.watch(self._selector, resource_version, seconds)
         with self._response_lock:
             self._response = response
         progressed = False
@@ -198,7 +186,7 @@ class SliceInformer:
                     line = bytes(pending[start:end])
                     start = end + 1
                     if line.strip():
-                        self._version = self._apply(line, resource_version)
+                        self._version = self._apply(served.event_to_v1(line), resource_version)
                         resource_version = self._version
                         progressed = True
                 del pending[:start]

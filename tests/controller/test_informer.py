@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from resourceslice._apiversion import ResourceSliceAPI, SliceVersion
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.store import SliceStore
 from resourceslice.testing import wait_until
@@ -98,6 +99,18 @@ class FakeApi:
             return [c["resource_version"] for c in self.calls if c.get("watch")]
 
 
+class ScriptedSlices(ResourceSliceAPI):
+    """The informer's requests, in v1 (no discovery), answered by a FakeApi."""
+
+    def __init__(self, api: FakeApi) -> None:
+        super().__init__(None)  # type: ignore[arg-type]  # no client: requests go to api
+        self._current = SliceVersion("v1")
+        self.api = api
+
+    def _generated(self, version: SliceVersion) -> Any:
+        return self.api
+
+
 class Harness:
     def __init__(self, api: FakeApi, only_pool: str | None = None) -> None:
         self.api = api
@@ -106,15 +119,15 @@ class Harness:
         self.errors: list[BaseException] = []
         self.lock = threading.Lock()
         self.informer = SliceInformer(
-            None,  # type: ignore[arg-type]  # the API object is replaced below
+            None,  # type: ignore[arg-type]  # requests go to the ScriptedSlices
             driver="d.example.com",
             selector="spec.driver=d.example.com",
             store=self.store,
             on_change=self.on_change,
             on_error=lambda exc, msg: self.errors.append(exc),
             only_pool=only_pool,
+            slices=ScriptedSlices(api),
         )
-        self.informer._api = api  # type: ignore[assignment]
         self.informer.start()
         assert self.informer.wait_synced(10)
 
