@@ -17,7 +17,7 @@ import pytest
 from integration.controller_env import ControllerEnv, driver_name
 from resourceslice import _apiversion
 from resourceslice._apiversion import ResourceSliceAPI, SliceVersion
-from resourceslice.testing import TestCluster
+from resourceslice.testing import TestCluster, start_cluster
 from resourceslice.testing.plugin import tested_releases
 
 #: (release, resource.k8s.io version the controller uses there).
@@ -34,6 +34,26 @@ on_each_target = pytest.mark.parametrize(
     ids=[f"{release}-{version}" for release, version in TARGETS],
     scope="session",
 )
+
+
+#: The same matrix on a cluster of the test module's own, for tests that kill or reconfigure it.
+on_each_target_own_cluster = pytest.mark.parametrize(
+    ("own_cluster", "api_version"),
+    TARGETS,
+    indirect=["own_cluster"],
+    ids=[f"{release}-{version}" for release, version in TARGETS],
+    scope="module",
+)
+
+
+@pytest.fixture(scope="module")
+def own_cluster(request: pytest.FixtureRequest) -> Iterator[TestCluster]:
+    """A cluster of ``request.param``'s release for this module only."""
+    cluster = start_cluster(release=request.param)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 @pytest.fixture
