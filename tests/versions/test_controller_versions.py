@@ -17,6 +17,7 @@ from integration.test_controller import (  # the scenarios, each run here on eve
     node,  # noqa: F401  (a fixture, here on this module's clusters)
     test_create,
     test_device_added_removed_changed,
+    test_explicit_slices_generation_rules,
     test_external_delete_and_edit_healed,
     test_invalid_input_rejected_and_old_state_kept,
     test_lower_generation_deleted,
@@ -25,6 +26,7 @@ from integration.test_controller import (  # the scenarios, each run here on eve
     test_quantities_compared_by_value,
     test_redundant_slice_deleted,
     test_restart_makes_no_writes,
+    test_restart_without_owner_makes_no_writes,
     test_server_rejection_reported_other_pools_publish,
     test_unchanged_update_makes_no_writes,
 )
@@ -38,6 +40,7 @@ pytestmark = [pytest.mark.integration, on_each_target]
 __all__ = [
     "test_create",
     "test_device_added_removed_changed",
+    "test_explicit_slices_generation_rules",
     "test_external_delete_and_edit_healed",
     "test_invalid_input_rejected_and_old_state_kept",
     "test_lower_generation_deleted",
@@ -46,6 +49,7 @@ __all__ = [
     "test_quantities_compared_by_value",
     "test_redundant_slice_deleted",
     "test_restart_makes_no_writes",
+    "test_restart_without_owner_makes_no_writes",
     "test_server_rejection_reported_other_pools_publish",
     "test_unchanged_update_makes_no_writes",
 ]
@@ -86,6 +90,21 @@ FEATURES: dict[str, tuple[list[rs.Slice], dict[str, str]]] = {
     # From 1.34.
     "binding-conditions": (
         [rs.Slice(devices=[device(0, **BINDING)])],
+        {"1.37": "stored", "1.33": "dropped", "1.32": "dropped"},
+    ),
+    # From 1.34: consumable capacity.
+    "consumable-capacity": (
+        [
+            rs.Slice(
+                devices=[
+                    device(
+                        0,
+                        allowMultipleAllocations=True,
+                        capacity={"memory": {"value": "4Gi", "requestPolicy": {"default": "1Gi"}}},
+                    )
+                ]
+            )
+        ],
         {"1.37": "stored", "1.33": "dropped", "1.32": "dropped"},
     ),
     # From 1.36: an attribute left without its value would be invalid.

@@ -12,7 +12,13 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 
-from resourceslice.testing.cluster import TestCluster, releases, start_cluster
+from resourceslice.testing.cluster import (
+    DEFAULT_RELEASE,
+    ClusterError,
+    TestCluster,
+    releases,
+    start_cluster,
+)
 
 
 def tested_releases() -> tuple[str, ...]:
@@ -22,7 +28,10 @@ def tested_releases() -> tuple[str, ...]:
     that should not spend the first build of every older server.
     """
     chosen = os.environ.get("RESOURCESLICE_RELEASES")
-    known = releases()
+    try:
+        known = releases()
+    except ClusterError:  # no Go module to build from: the fixtures then fail with why
+        known = (DEFAULT_RELEASE,)
     if not chosen:
         return known
     wanted = tuple(r.strip() for r in chosen.split(",") if r.strip())
