@@ -26,6 +26,7 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +95,7 @@ def _wrap_device(device: Any) -> Any:
     }
 
 
-def _map_devices(obj: Any, convert: Any) -> None:
+def _map_devices(obj: Any, convert: Callable[[Any], Any]) -> None:
     spec = obj.get("spec") if isinstance(obj, dict) else None
     if isinstance(spec, dict) and isinstance(spec.get("devices"), list):
         spec["devices"] = [convert(device) for device in spec["devices"]]
