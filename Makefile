@@ -2,27 +2,67 @@
 # Everything is installed into .venv; the test apiserver binary is cached in
 # ~/.cache/resourceslice/ (built once per machine, several minutes the first time).
 
-PYTHON ?= python3
+# The declared Python versions, newest first (pyproject.toml's classifiers).
+PYTHON_VERSIONS := 3.13 3.12 3.11 3.10 3.9
+PYTHON_OLDEST_VERSION := $(lastword $(PYTHON_VERSIONS))
+PYENV_ROOT ?= $(HOME)/.pyenv
+# $(call python_of,3.13): an installed CPython 3.13 (pyenv's newest patch release, else one
+# on PATH), or nothing.
+python_of = $(firstword $(shell ls -d $(PYENV_ROOT)/versions/$(1).*/bin/python$(1) 2>/dev/null \
+	| sort -rV) $(shell command -v python$(1) 2>/dev/null))
+# .venv: the newest declared Python the machine has. .venv-oldest: the oldest declared one.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(or $(foreach v,$(PYTHON_VERSIONS),$(call python_of,$(v))),python3)
+PYTHON := $(firstword $(PYTHON))
+endif
+ifeq ($(origin PYTHON_OLDEST),undefined)
+PYTHON_OLDEST := $(call python_of,$(PYTHON_OLDEST_VERSION))
+endif
+
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Names the interpreter .venv was made with: another one (a newer Python) makes it anew.
+VENV_MADE := $(VENV)/.made-with-$(notdir $(PYTHON))
 
-.PHONY: test demo bench lint fmt dev server clean
+# The lower bound of every runtime dependency in pyproject.toml, exactly: pip would resolve
+# the newest, so these are what .venv-oldest proves.
+OLDEST_DEPS := kubernetes==34.1.0 urllib3==2.3.0 PyYAML==6.0
+OLDEST_VENV := .venv-oldest
+OLDEST_PY := $(OLDEST_VENV)/bin/python
+OLDEST_STAMP := $(OLDEST_VENV)/.installed
+# The whole suite but the wheel's own test (it installs the wheel with the newest Python).
+OLDEST_TESTS := --ignore=tests/packaging
 
-$(PY):
+# The release wheel, as users get it: abi3, linked against glibc 2.17 through zig (its own
+# target directory, so that it does not evict the development build from target/).
+WHEEL_DIR := target/wheels
+WHEEL_TARGET := target/wheel
+
+.PHONY: test test-oldest demo bench lint fmt dev server wheel clean
+
+$(VENV_MADE):
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "maturin>=1.7,<2"
+	touch $@
 
 # The package in development mode (python/ on the path), the Rust core built in release
-# mode into it, and the runtime + dev dependencies of pyproject.toml.
+# mode into it, and the runtime + test + dev dependencies of pyproject.toml.
 dev: $(STAMP)
-$(STAMP): $(PY) pyproject.toml Cargo.toml $(shell find rust/src -name '*.rs' 2>/dev/null)
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --extras dev --quiet
+$(STAMP): $(VENV_MADE) pyproject.toml Cargo.toml $(shell find rust/src -name '*.rs' 2>/dev/null)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --extras test,dev --quiet
 	touch $@
 
 # Build (or find cached) the real kube-apiserver + etcd used by the integration tests.
 server: dev
-	$(PY) -c "from resourceslice.testing import build_server; print(build_server())"
+	$(PY) -c "from resourceslice.testing import build_server, releases; [print(build_server(release=r)) for r in releases()]"
+
+# Cargo keeps it cached: seconds when nothing changed.
+wheel: dev
+	rm -rf $(WHEEL_DIR)
+	PATH=$(abspath $(VENV))/bin:$$PATH CARGO_TARGET_DIR=$(WHEEL_TARGET) $(VENV)/bin/maturin build \
+		--release --zig --compatibility manylinux2014 --out $(WHEEL_DIR) --quiet
 
 lint: dev
 	$(VENV)/bin/ruff check python tests benches
@@ -36,10 +76,34 @@ fmt: dev
 	$(VENV)/bin/ruff check --fix python tests benches
 	cargo fmt
 
-# Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real server.
-test: lint server
+# The oldest declared Python, the wheel with its test extra, and the oldest declared
+# dependencies: pip fails here if they are outside what the wheel declares. (Made after
+# `wheel`: see test-oldest.)
+$(OLDEST_STAMP): pyproject.toml Makefile
+	@test -n "$(PYTHON_OLDEST)" || { echo "no Python $(PYTHON_OLDEST_VERSION) found (pyenv or" \
+		"PATH): pyproject.toml declares it, so make test runs on it; set PYTHON_OLDEST" >&2; exit 1; }
+	$(PYTHON_OLDEST) -m venv --clear $(OLDEST_VENV)
+	$(OLDEST_PY) -m pip install --quiet --upgrade pip
+	$(OLDEST_PY) -m pip install --quiet "$$(ls $(WHEEL_DIR)/*.whl)[test]" $(OLDEST_DEPS)
+	touch $@
+
+# The release wheel installed into .venv-oldest (its declared dependencies must hold with
+# OLDEST_DEPS: pip check), then the suite from that installation.
+test-oldest: wheel server $(OLDEST_STAMP)
+	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
+	$(OLDEST_PY) -m pip check
+	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
+		'kubernetes', kubernetes.__version__)"
+	$(OLDEST_PY) -m pytest $(OLDEST_TESTS)
+
+# Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
+# server with the newest Python and dependencies, then again on the oldest.
+test: lint server wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
-	$(PY) -m pytest
+	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
+		'kubernetes', kubernetes.__version__)"
+	RESOURCESLICE_WHEEL="$$(ls $(abspath $(WHEEL_DIR))/*.whl)" $(PY) -m pytest
+	$(MAKE) --no-print-directory test-oldest
 
 bench: dev server
 	mkdir -p .benchmarks
@@ -49,5 +113,5 @@ demo: dev server
 	$(PY) -m resourceslice.demo
 
 clean:
-	rm -rf $(VENV) target .pytest_cache .mypy_cache .ruff_cache .benchmarks
+	rm -rf $(VENV) $(OLDEST_VENV) target .pytest_cache .mypy_cache .ruff_cache .benchmarks
 	find python -name '*.so' -delete

@@ -50,7 +50,7 @@ class Bench:
 
     def start(
         self, driver: str, resources: rs.DriverResources, **kwargs: Any
-    ) -> tuple[rs.Controller, Any]:
+    ) -> tuple[rs.Controller, RequestCounter]:
         client = self.cluster.api_client("admin")
         self.clients.append(client)
         counter = RequestCounter(client)
@@ -82,7 +82,7 @@ def bench(kube_cluster: TestCluster) -> Iterator[Bench]:
 
 
 def pool(devs: list[dict[str, Any]]) -> rs.DriverResources:
-    return rs.DriverResources(pools={"p": rs.Pool(devices=devs)})
+    return rs.DriverResources(pools={"p": rs.Pool(devices=devs, all_nodes=True)})
 
 
 def test_publish_10k(benchmark: Any, bench: Bench) -> None:
@@ -120,13 +120,18 @@ def test_restart_unchanged_10k(benchmark: Any, bench: Bench) -> None:
     driver = bench.new_driver()
     desired = pool(devices())
     bench.start(driver, desired)[0].stop()
-    writes: list[dict[str, int]] = []
+    restarted: list[tuple[rs.Controller, RequestCounter]] = []
 
     def restart() -> None:
-        ctrl, counter = bench.start(driver, desired)
-        ctrl.stop()
-        writes.append(counter.writes())
+        restarted.append(bench.start(driver, desired, sync_delay=1.0))
 
     benchmark.pedantic(restart, rounds=ROUNDS, iterations=1)
+    # Counted once each controller is idle, after the resync its informer's first events
+    # schedule (sync_delay later), not when wait_synced() returned: that resync could write.
+    writes = []
+    for ctrl, counter in restarted:
+        assert ctrl.wait_idle(TIMEOUT)
+        ctrl.stop()
+        writes.append(counter.writes())
     benchmark.extra_info["writes"] = writes[-1]
     assert all(w == {} for w in writes)

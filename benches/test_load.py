@@ -14,6 +14,8 @@ import gc
 import itertools
 import json
 import math
+import statistics
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,8 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from resourceslice.testing import TestCluster
+from resourceslice._backend import core
+from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -74,11 +77,11 @@ class Load:
         return f"{scenario}-{next(_run)}.load.example.com"
 
     def start(
-        self, driver: str, resources: rs.DriverResources
+        self, driver: str, resources: rs.DriverResources, **kwargs: Any
     ) -> tuple[rs.Controller, RequestCounter, kubernetes.client.ApiClient]:
         client = self.cluster.api_client("admin")
         counter = RequestCounter(client)
-        ctrl = rs.start_controller(client, driver=driver, resources=resources)
+        ctrl = rs.start_controller(client, driver=driver, resources=resources, **kwargs)
         return ctrl, counter, client
 
     def slices(self, driver: str) -> list[dict[str, Any]]:
@@ -160,7 +163,7 @@ def test_burst_of_1000_updates(benchmark: Any, load: Load, size: int) -> None:
         driver = load.new_driver(f"burst{size}")
         devices = [device(i) for i in range(size)]
         ctrl, counter, client = load.start(
-            driver, rs.DriverResources(pools={"p": rs.Pool(devices)})
+            driver, rs.DriverResources(pools={"p": rs.Pool(devices, all_nodes=True)})
         )
         assert ctrl.wait_synced(TIMEOUT)
         counter.reset()
@@ -168,7 +171,7 @@ def test_burst_of_1000_updates(benchmark: Any, load: Load, size: int) -> None:
         # list can be edited in place between calls.
         for k in range(burst):
             devices[k] = device(k, index=-k)
-            ctrl.update(rs.DriverResources(pools={"p": rs.Pool(devices)}))
+            ctrl.update(rs.DriverResources(pools={"p": rs.Pool(devices, all_nodes=True)}))
         assert ctrl.wait_synced(TIMEOUT)
         figures.append({"writes": counter.writes(), "stats": ctrl.stats().__dict__})
         assert_pool_is(load.slices(driver), "p", devices)
@@ -186,7 +189,7 @@ def test_burst_of_1000_updates(benchmark: Any, load: Load, size: int) -> None:
 def test_100k_devices_one_pool(benchmark: Any, load: Load) -> None:
     size = 100_000
     devices = [device(i) for i in range(size)]
-    desired = rs.DriverResources(pools={"p": rs.Pool(devices=devices)})
+    desired = rs.DriverResources(pools={"p": rs.Pool(devices=devices, all_nodes=True)})
     figures: list[dict[str, Any]] = []
 
     def publish() -> None:
@@ -214,3 +217,142 @@ def test_100k_devices_one_pool(benchmark: Any, load: Load) -> None:
     benchmark.extra_info.update(figures[-1])
     print(f"\n100k flat pool: {figures}")
     assert all(f["writes"] == {"POST": 782} for f in figures)
+
+
+@pytest.mark.parametrize(
+    ("workers", "max_writes_per_second"),
+    [(1, 50.0), (4, 50.0), (1, None), (4, None)],
+    ids=["1-worker", "4-workers", "1-worker-unlimited", "4-workers-unlimited"],
+)
+def test_2000_pools_of_50(
+    benchmark: Any, load: Load, workers: int, max_writes_per_second: float | None
+) -> None:
+    """Many small pools (a central publisher): start → synced (the benchmark's time), then,
+    once the controller is idle, one pool changed at a time while the 1,999 others stay as
+    they are (timed here, in ``extra_info``)."""
+    pools, per_pool, changes = 2_000, 50, 10
+    devices = [device(i) for i in range(per_pool)]
+    names = [f"pool-{p}" for p in range(pools)]
+    desired = {name: rs.Pool(devices=devices, all_nodes=True) for name in names}
+    edited = rs.Pool(devices=[*devices[:7], device(7, index=-1), *devices[8:]], all_nodes=True)
+    started: list[tuple[str, rs.Controller, RequestCounter, Any]] = []
+    figure: dict[str, Any] = {}
+
+    def publish() -> None:
+        driver = load.new_driver(f"many{workers}")
+        with PeakRss() as rss:
+            ctrl, counter, client = load.start(
+                driver,
+                rs.DriverResources(pools=desired),
+                workers=workers,
+                max_writes_per_second=max_writes_per_second,
+            )
+            assert ctrl.wait_synced(TIMEOUT)
+        figure.update(writes=counter.writes(), peak_rss_increase=rss.increase)
+        started.append((driver, ctrl, counter, client))
+
+    benchmark.pedantic(publish, rounds=1, iterations=1)
+    [(driver, ctrl, counter, client)] = started
+    # The resync that the informer's events schedule (sync_delay, 30 s) is over: each change
+    # meets an idle controller.
+    assert ctrl.wait_idle(TIMEOUT)
+    counter.reset()
+    calls, latencies = [], []
+    for k in range(changes):
+        pool = names[(k * 197) % pools]  # another pool each time: no update_interval wait
+        began = time.perf_counter()
+        ctrl.update(rs.DriverResources(pools={**desired, pool: edited}))
+        calls.append(time.perf_counter() - began)
+        assert ctrl.wait_synced(TIMEOUT)
+        latencies.append(time.perf_counter() - began)
+        ctrl.update(rs.DriverResources(pools=desired))  # back, untimed
+        assert ctrl.wait_synced(TIMEOUT)
+    figure.update(
+        update_writes=counter.writes(),
+        update_call_median_s=round(statistics.median(calls), 4),
+        update_to_synced_median_s=round(statistics.median(latencies), 4),
+        update_to_synced_max_s=round(max(latencies), 4),
+    )
+    slices = load.slices(driver)
+    load.cleanup(driver, ctrl, client)
+    benchmark.extra_info.update(figure)
+    print(f"\n2000 pools x 50, {workers} worker(s), {max_writes_per_second} w/s: {figure}")
+    assert len(slices) == pools
+    for name in (names[0], names[-1]):
+        assert_pool_is(slices, name, devices)
+    assert figure["writes"] == {"POST": pools}
+    assert figure["update_writes"] == {"PUT": 2 * changes}
+
+
+def test_restart_over_100k_pool(benchmark: Any, load: Load) -> None:
+    """A controller restarted over the 100k pool it published: the informer's relist of the
+    782 slices, then a sync that finds nothing to write, and none after the resync that the
+    informer's events schedule ``sync_delay`` later."""
+    size, sync_delay = 100_000, 2.0
+    devices = [device(i) for i in range(size)]
+    desired = rs.DriverResources(pools={"p": rs.Pool(devices=devices)})
+    driver = load.new_driver("restart")
+    ctrl, _, client = load.start(driver, desired)
+    assert ctrl.wait_synced(TIMEOUT)
+    ctrl.stop()
+    client.close()
+    figures: list[dict[str, Any]] = []
+
+    def relist() -> tuple[int, int]:
+        """The informer's list alone, decoded as it arrives (as the informer does); the size
+        of its JSON and the peak RSS increase."""
+        received = 0
+
+        def chunks(response: Any) -> Iterator[bytes]:
+            nonlocal received
+            for chunk in response.stream(1 << 16):
+                received += len(chunk)
+                yield chunk
+
+        with PeakRss() as rss:
+            response = load.api.list_resource_slice(
+                field_selector=f"spec.driver={driver}", _preload_content=False
+            )
+            _, records = core.decode_list_chunks(chunks(response))
+            response.release_conn()
+            assert len(records) == 782
+            del records
+        return received, rss.increase
+
+    def restart() -> None:
+        json_bytes, relist_rss = relist()
+        client = load.cluster.api_client("admin")
+        counter = RequestCounter(client)
+        with PeakRss() as rss:
+            started = time.monotonic()
+            ctrl = rs.start_controller(
+                client, driver=driver, resources=desired, sync_delay=sync_delay
+            )
+            assert ctrl.wait_synced(TIMEOUT)
+            synced = time.monotonic() - started
+        # The informer's events queue a resync of the pool sync_delay later: it must write
+        # nothing either.
+        wait_until(lambda: ctrl.stats().syncs >= 2, TIMEOUT, describe=lambda: str(ctrl.stats()))
+        assert ctrl.wait_synced(TIMEOUT)
+        figures.append(
+            {
+                "start_to_synced_s": round(synced, 2),
+                "writes": counter.writes(),
+                "syncs": ctrl.stats().syncs,
+                "peak_rss_increase": rss.increase,
+                "list_json_bytes": json_bytes,
+                "relist_peak_rss_increase": relist_rss,
+                "relist_rss_over_json": round(relist_rss / json_bytes, 2),
+                "rss_over_json": round(rss.increase / json_bytes, 2),
+            }
+        )
+        ctrl.stop()
+        client.close()
+
+    benchmark.pedantic(restart, rounds=2, iterations=1)
+    load.api.delete_collection_resource_slice(
+        field_selector=f"spec.driver={driver}", _preload_content=False
+    )
+    benchmark.extra_info.update(figures[-1])
+    print(f"\nrestart over the 100k pool: {figures}")
+    assert all(f["writes"] == {} for f in figures)

@@ -18,11 +18,17 @@ from resourceslice.api import (
     Stats,
     ValidationError,
 )
-from resourceslice.controller import Controller, ErrorHandler, start_controller
+from resourceslice.controller import (
+    Controller,
+    ControllerStoppedError,
+    ErrorHandler,
+    start_controller,
+)
 
 __all__ = [
     "ConflictingWriterError",
     "Controller",
+    "ControllerStoppedError",
     "DriverResources",
     "DroppedFieldsError",
     "ErrorHandler",

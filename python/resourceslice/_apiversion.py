@@ -26,23 +26,14 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from kubernetes.client import (
-    ApiClient,
-    ResourceApi,
-    ResourceV1Api,
-    ResourceV1beta1Api,
-    ResourceV1beta2Api,
-    V1DeleteOptions,
-    V1Preconditions,
-    VersionApi,
-)
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, read_body, send_json
+from resourceslice._http import SliceLister, delete_options, get_json, send_json
 from resourceslice.api import ValidationError
 
 log = logging.getLogger("resourceslice")
@@ -50,11 +41,8 @@ log = logging.getLogger("resourceslice")
 GROUP = "resource.k8s.io"
 #: Most preferred first, as the draclient's order.
 VERSIONS = ("v1", "v1beta2", "v1beta1")
-_GENERATED_APIS = {
-    "v1": ResourceV1Api,
-    "v1beta2": ResourceV1beta2Api,
-    "v1beta1": ResourceV1beta1Api,
-}
+
+_T = TypeVar("_T")
 
 
 class NoResourceAPIError(RuntimeError):
@@ -160,10 +148,6 @@ class SliceVersion:
     def path(self) -> str:
         return f"/apis/{GROUP}/{self.version}/resourceslices"
 
-    def generated_api(self, api_client: ApiClient) -> Any:
-        """The ``kubernetes`` client's API class of this version (list, watch, delete)."""
-        return _GENERATED_APIS[self.version](api_client)
-
     def to_served(self, body: bytes) -> bytes:
         """A v1 ResourceSlice body as this version's body.
 
@@ -233,14 +217,11 @@ class ResourceSliceAPI:
 
     def _discover(self) -> SliceVersion:
         try:
-            response = ResourceApi(self._client).get_api_group(
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-            )
+            group = json.loads(get_json(self._client, f"/apis/{GROUP}"))
         except ApiException as exc:
             if exc.status == 404:  # the whole group is off
                 raise NoResourceAPIError([]) from exc
             raise
-        group = json.loads(read_body(response))
         served = [entry.get("version", "") for entry in group.get("versions") or ()]
         for version in VERSIONS:
             if version in served:
@@ -249,21 +230,14 @@ class ResourceSliceAPI:
         raise NoResourceAPIError(served)
 
     def _release(self) -> tuple[int, int] | None:
-        response = VersionApi(self._client).get_code(
-            _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-        )
-        info = json.loads(read_body(response))
+        info = json.loads(get_json(self._client, "/version"))
         # minor may carry a suffix ("33+" on some distributions).
         major, minor = (re.match(r"\d*", str(info.get(k, ""))) for k in ("major", "minor"))
         if not (major and major.group() and minor and minor.group()):
             return None
         return (int(major.group()), int(minor.group()))
 
-    def _generated(self, version: SliceVersion) -> Any:
-        """The ``kubernetes`` client's API class of ``version`` (list, watch, delete)."""
-        return version.generated_api(self._client)
-
-    def _call(self, version: SliceVersion, request: Any) -> Any:
+    def _call(self, version: SliceVersion, request: Callable[[], _T]) -> _T:
         try:
             return request()
         except ApiException as exc:
@@ -290,49 +264,76 @@ class ResourceSliceAPI:
     def delete(self, name: str, uid: str, resource_version: str) -> None:
         """DELETE with preconditions; ApiException as the server answered (404 included)."""
         v = self.current()
-        options = V1DeleteOptions(
-            preconditions=V1Preconditions(uid=uid, resource_version=resource_version)
-        )
-        self._call(
-            v,
-            lambda: read_body(
-                self._generated(v).delete_resource_slice(
-                    name, body=options, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-                )
-            ),
-        )
+        options = delete_options(uid, resource_version)
+        self._call(v, lambda: send_json(self._client, "DELETE", f"{v.path}/{name}", options))
 
     def list(self, field_selector: str) -> bytes:
-        """The list (a ``ResourceSliceList``) as v1."""
+        """The list (a ``ResourceSliceList``) as v1, read whole (the CLI, tests)."""
         v = self.current()
-        response = self._call(
-            v,
-            lambda: self._generated(v).list_resource_slice(
-                field_selector=field_selector,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-            ),
+        data = self._call(
+            v, lambda: get_json(self._client, v.path, [("fieldSelector", field_selector)])
         )
-        return v.object_to_v1(read_body(response))
+        return v.object_to_v1(data)
 
-    def watch(
-        self, field_selector: str, resource_version: str, seconds: int
-    ) -> tuple[Any, SliceVersion]:
-        """Open a watch: the streaming urllib3 response and the version its events are in.
+    def list_resource_slice(
+        self,
+        *,
+        field_selector: str,
+        watch: bool = False,
+        allow_watch_bookmarks: bool = False,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """:class:`~resourceslice._http.SliceLister`'s list or watch, in the served version.
 
-        Each line of the stream goes through ``version.event_to_v1`` before decoding.
+        The informer's ``api``: the streamed response, whose chunks are v1 (a v1beta1 one is
+        converted as it is read: the whole list, or each watch event line).
         """
         v = self.current()
         response = self._call(
             v,
-            lambda: self._generated(v).list_resource_slice(
+            lambda: SliceLister(self._client, v.path).list_resource_slice(
                 field_selector=field_selector,
-                watch=True,
-                allow_watch_bookmarks=True,
+                watch=watch,
+                allow_watch_bookmarks=allow_watch_bookmarks,
                 resource_version=resource_version,
-                timeout_seconds=seconds,
-                _preload_content=False,
-                _request_timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
+                timeout_seconds=timeout_seconds,
+                timeout=timeout,
             ),
         )
-        return response, v
+        if v.version != "v1beta1":
+            return response  # the same JSON as v1 but for apiVersion
+        return _ConvertedResponse(response, v, watch)
+
+
+class _ConvertedResponse:
+    """A streamed v1beta1 response whose ``stream()`` gives v1 JSON.
+
+    A list is converted whole (v1beta1 lists exist only on clusters before 1.34, which the
+    chunked decoding's memory bound was not made for); a watch line by line as it arrives.
+    ``release_conn``, ``close``, ``shutdown`` (the informer's stop) go to the response.
+    """
+
+    def __init__(self, response: Any, version: SliceVersion, watch: bool) -> None:
+        self._response = response
+        self._version = version
+        self._watch = watch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._response, name)
+
+    def stream(self, amount: int) -> Iterator[bytes]:
+        if not self._watch:
+            yield self._version.object_to_v1(b"".join(self._response.stream(amount)))
+            return
+        pending = bytearray()
+        for chunk in self._response.stream(amount):
+            pending += chunk
+            *lines, rest = bytes(pending).split(b"\n")
+            pending = bytearray(rest)
+            converted = [self._version.event_to_v1(line) for line in lines if line.strip()]
+            if converted:
+                yield b"\n".join(converted) + b"\n"
+        if pending.strip():
+            yield self._version.event_to_v1(bytes(pending))

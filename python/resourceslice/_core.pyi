@@ -4,7 +4,7 @@
 Data crosses as plain Python data (desired input) and bytes (API objects, request bodies).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, final
 
 #: ``(api_version, kind, name, uid)`` of the slices' owner.
@@ -20,6 +20,9 @@ class Desired:
         """The pools, sorted by name."""
     def device_count(self, pool: str) -> int:
         """Devices in ``pool`` (0 for an unknown pool)."""
+    def changed_pools(self, new: Desired) -> list[str]:
+        """The pools whose desired content differs in ``new`` (or that only one of the two
+        has), sorted: after an update, only those need a sync."""
 
 @final
 class SliceRecord:
@@ -83,7 +86,13 @@ def non_plain(items: list[Any]) -> list[int]:
 def prepare_desired(
     driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
 ) -> tuple[Desired | None, list[str]]:
-    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``."""
+    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``.
+
+    A pool is ``{"devices" | "slices", "nodeName", "nodeSelector", "allNodes",
+    "generation"}`` (``nodeName``: a Node owner's name, or None), a slice ``{"devices",
+    "sharedCounters", "perDeviceNodeSelection", "partitionTypeAttribute",
+    "skipNodeOperations"}``; every published slice must end up with exactly one node
+    selection (docs/core.md §3)."""
 
 def plan_pool(
     desired: Desired | None,
@@ -99,4 +108,8 @@ def plan_pool(
 
 def decode_slice(data: bytes) -> SliceRecord: ...
 def decode_list(data: bytes) -> tuple[str, list[SliceRecord]]: ...
+def decode_list_chunks(chunks: Iterable[bytes]) -> tuple[str, list[SliceRecord]]:
+    """``decode_list`` of the chunks joined, read as they come: records are made as items
+    complete, so the whole JSON and the records are never held together."""
+
 def decode_watch_event(data: bytes) -> tuple[str, SliceRecord | None, str]: ...

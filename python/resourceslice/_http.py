@@ -1,49 +1,197 @@
-"""Raw-bytes requests through a ``kubernetes`` ApiClient.
+"""Raw-bytes requests through a ``kubernetes`` ApiClient, the same on every client release.
 
-The client's generated methods validate ``body`` as a model, and its REST layer
-``json.dumps()`` every JSON body, so neither passes prepared bytes through. Request bodies
-here are the core's canonical JSON, sent as-is: the URL, default headers and authentication
-come from the ApiClient (``param_serialize``), the bytes go to its urllib3 pool manager.
+Every request of the package goes through :func:`request`. The generated API methods are
+not used: each release of the client's code generator behaves differently around them (the
+37 client has ``param_serialize``, older ones do not; ``_preload_content=False`` returns
+different objects; older ones raise ``ApiException`` through urllib3's deprecated
+``getheaders()``), and they validate ``body`` as a model and ``json.dumps()`` it, so neither
+passes prepared bytes through. What every supported ApiClient does have is taken instead:
+the host, API key (with its prefix and refresh hook: ``Configuration.auth_settings()``),
+default headers (the user agent) and cookie, and the urllib3 pool manager that the client
+built with the configuration's TLS, proxy and retry settings.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
-from kubernetes.client.rest import RESTResponse
 
 #: (connect, read) seconds: a hung apiserver must not stall a worker forever.
 REQUEST_TIMEOUT = (10.0, 60.0)
 #: The longest ``Retry-After`` honoured, in seconds.
 MAX_RETRY_AFTER = 60.0
+#: The one authentication scheme of the Kubernetes API spec: the generated methods ask for
+#: it by this name, and ``Configuration.auth_settings()`` fills it from ``api_key``.
+_AUTH_SETTING = "BearerToken"
+
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
 
-def send_json(api_client: ApiClient, method: str, path: str, body: bytes) -> bytes:
-    """``method`` ``path`` with JSON ``body``; the response body, or ApiException if not 2xx."""
-    _, url, headers, _, _ = api_client.param_serialize(
-        method=method,
-        resource_path=path,
-        header_params={"Content-Type": "application/json", "Accept": "application/json"},
-        auth_settings=["BearerToken"],
+def node_path(name: str) -> str:
+    return f"/api/v1/nodes/{quote(name, safe='')}"
+
+
+def delete_options(uid: str, resource_version: str) -> bytes:
+    """A DeleteOptions body that deletes only this incarnation of an object, unchanged."""
+    preconditions = {"uid": uid, "resourceVersion": resource_version}
+    return json.dumps(
+        {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
+    ).encode()
+
+
+class ClosingApiClient(ApiClient):
+    """An ApiClient whose ``close()`` also closes its connections.
+
+    Clients before 37 close only their thread pool, and keep the last response of a
+    generated method in ``last_response`` (with its connection, when it was not read): they
+    leave those sockets to the garbage collector, a ResourceWarning each. The clients this
+    package makes close them.
+    """
+
+    def close(self) -> None:
+        super().close()  # type: ignore[no-untyped-call]
+        last = self.__dict__.pop("last_response", None)
+        response = getattr(last, "urllib3_response", last)  # 34-36 wrap it in a RESTResponse
+        if response is not None:
+            response.close()
+        self.rest_client.pool_manager.clear()
+
+
+def kubeconfig_client(config_file: str, context: str | None = None) -> ClosingApiClient:
+    """A client of the kubeconfig ``config_file`` (``:``-separated files are merged)."""
+    import kubernetes.config
+
+    configuration = Configuration()
+    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=config_file,
+        context=context,
+        client_configuration=configuration,
+        persist_config=False,
     )
+    return ClosingApiClient(configuration)
+
+
+def request(
+    api_client: ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Sequence[tuple[str, str]] = (),
+    body: bytes | None = None,
+    stream: bool = False,
+    timeout: tuple[float, float] | None = None,
+) -> Any:
+    """``method`` ``path``; the urllib3 response, or ApiException if the status is not 2xx.
+
+    With ``stream`` the body is left unread, to be read in chunks (a watch); hand the
+    connection back with ``release_conn()``. Otherwise the body is in ``.data``.
+    ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`.
+    """
+    connect, read = timeout or REQUEST_TIMEOUT
+    configuration = api_client.configuration
+    params = list(query)
+    headers = dict(api_client.default_headers)
+    headers["Accept"] = "application/json"
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    if api_client.cookie:
+        headers["Cookie"] = api_client.cookie
+    auth = configuration.auth_settings().get(_AUTH_SETTING)
+    if auth and auth["value"]:
+        if auth["in"] == "query":
+            params.append((auth["key"], auth["value"]))
+        else:
+            headers[auth["key"]] = auth["value"]
+    url = configuration.host + path
+    if params:
+        url += "?" + urlencode(params)
     response: Any = api_client.rest_client.pool_manager.request(
         method,
         url,
         body=body,
         headers=headers,
-        timeout=urllib3.Timeout(connect=REQUEST_TIMEOUT[0], read=REQUEST_TIMEOUT[1]),
-        preload_content=True,
+        timeout=urllib3.Timeout(connect=connect, read=read),
+        preload_content=not stream,
     )
     if not 200 <= response.status <= 299:
-        wrapped: Any = RESTResponse(response)
-        wrapped.read()
-        text = wrapped.data.decode("utf-8", "replace") if wrapped.data else None
-        raise ApiException.from_response(http_resp=wrapped, body=text, data=None)
-    data: bytes = response.data
+        raise _api_exception(response)
+    return response
+
+
+class SliceLister:
+    """List and watch of ResourceSlices, the informer's view of the API: raw responses.
+
+    The keywords are those of the generated ``ResourceV1Api.list_resource_slice``.
+    """
+
+    def __init__(self, api_client: ApiClient, path: str = SLICES_PATH) -> None:
+        self._client = api_client
+        self._path = path
+
+    def list_resource_slice(
+        self,
+        *,
+        field_selector: str,
+        watch: bool = False,
+        allow_watch_bookmarks: bool = False,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """The streamed response (read it, then ``release_conn()``), or ApiException."""
+        query = [("fieldSelector", field_selector)]
+        if watch:
+            query.append(("watch", "true"))
+        if allow_watch_bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+        if timeout_seconds is not None:
+            query.append(("timeoutSeconds", str(timeout_seconds)))
+        return request(self._client, "GET", self._path, query=query, stream=True, timeout=timeout)
+
+
+def read_body(response: Any) -> bytes:
+    """All of a streamed response, and its connection back to the pool."""
+    try:
+        data: bytes = response.read()
+    finally:
+        response.release_conn()
     return data
+
+
+def send_json(api_client: ApiClient, method: str, path: str, body: bytes) -> bytes:
+    """``method`` ``path`` with JSON ``body``; the response body, or ApiException if not 2xx."""
+    data: bytes = request(api_client, method, path, body=body).data
+    return data
+
+
+def get_json(api_client: ApiClient, path: str, query: Sequence[tuple[str, str]] = ()) -> bytes:
+    """GET ``path``; the response body, or ApiException if not 2xx."""
+    data: bytes = request(api_client, "GET", path, query=query).data
+    return data
+
+
+def _api_exception(response: Any) -> ApiException:
+    """The client's exception for a failed response, built the same way on every release.
+
+    ``body`` is text and ``headers`` a mapping, as the newest client fills them; the body is
+    read and the connection returned to the pool.
+    """
+    try:
+        data = response.data or b""
+    finally:
+        response.release_conn()
+    exc = ApiException(status=response.status, reason=response.reason)
+    exc.body = data.decode("utf-8", "replace") if data else None
+    exc.headers = response.headers
+    return exc
 
 
 def retry_after(exc: BaseException) -> float:
@@ -58,12 +206,3 @@ def retry_after(exc: BaseException) -> float:
     except (TypeError, ValueError):
         return 0.0
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
-def read_body(response: Any) -> bytes:
-    """All of a ``_preload_content=False`` response, and its connection back to the pool."""
-    try:
-        data: bytes = response.read()
-    finally:
-        response.release_conn()
-    return data

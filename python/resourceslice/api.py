@@ -50,16 +50,29 @@ class Owner:
 
 @dataclass
 class Slice:
-    """One explicitly laid out ResourceSlice of a pool, published as given."""
+    """One explicitly laid out ResourceSlice of a pool, published as given.
+
+    ``partition_type_attribute`` (``spec.partitionTypeAttribute``) names the string
+    attribute, ``<domain>/<name>``, that gives each counter-consuming device of the slice its
+    partition type; ``skip_node_operations`` (``spec.skipNodeOperations``) lists node
+    operations the kubelet may skip for its devices (``NodePrepareResources``,
+    ``NodeUnprepareResources``, ``*``). Both are alpha in Kubernetes 1.37.
+    """
 
     devices: Sequence[Any] = ()
     shared_counters: Sequence[Any] | None = None
     per_device_node_selection: bool | None = None
+    partition_type_attribute: str | None = None
+    skip_node_operations: Sequence[str] | None = None
 
 
 @dataclass
 class Pool:
-    """A pool: either a flat ``devices`` list (packed into slices) or explicit ``slices``."""
+    """A pool: either a flat ``devices`` list (packed into slices) or explicit ``slices``.
+
+    Where its devices are is said explicitly, one way per slice: a Node owner (the
+    controller's), ``node_selector``, ``all_nodes=True``, or ``per_device_node_selection`` in
+    its slices. There is no default: a pool without any is a ``ValidationError``."""
 
     devices: Sequence[Any] | None = None
     slices: Sequence[Slice] | None = None
@@ -85,21 +98,38 @@ class Stats:
     syncs: int = 0
 
 
-class ValidationError(ValueError):
+class _PickledByFields:
+    """Pickled with the arguments of its constructor, the attributes named in ``_fields``.
+
+    An exception pickles its ``args``, here the message, which these constructors do not
+    take: unpickling would fail, or build a wrong object.
+    """
+
+    _fields: tuple[str, ...] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), tuple(getattr(self, name) for name in self._fields), self.__dict__)
+
+
+class ValidationError(_PickledByFields, ValueError):
     """The desired resources are invalid; ``errors`` lists every problem with its path."""
+
+    _fields = ("errors",)
 
     def __init__(self, errors: Sequence[str]) -> None:
         self.errors: list[str] = list(errors)
         super().__init__("invalid driver resources:\n  " + "\n  ".join(self.errors))
 
 
-class DroppedFieldsError(Exception):
+class DroppedFieldsError(_PickledByFields, Exception):
     """The apiserver stored a slice without some fields the controller sent.
 
     Usually a feature gate that is off in the cluster (device taints, partitionable devices,
     binding conditions…). The controller does not rewrite the slice again for the same desired
     state: the stored one is what this cluster can hold.
     """
+
+    _fields = ("pool", "slice_name")
 
     def __init__(self, pool: str, slice_name: str) -> None:
         self.pool = pool
@@ -110,13 +140,15 @@ class DroppedFieldsError(Exception):
         )
 
 
-class ConflictingWriterError(Exception):
+class ConflictingWriterError(_PickledByFields, Exception):
     """Someone else changed a slice this controller wrote; it is being put back.
 
     Reported (not raised) through the error handler each time the controller overwrites
     another writer's change. Repeated reports for one pool mean a fight: usually a second
     controller for the same driver and node with a different desired state.
     """
+
+    _fields = ("pool", "slice_name")
 
     def __init__(self, pool: str, slice_name: str) -> None:
         self.pool = pool
@@ -127,7 +159,7 @@ class ConflictingWriterError(Exception):
         )
 
 
-class SliceExistsError(Exception):
+class SliceExistsError(_PickledByFields, Exception):
     """Slices this controller was creating exist already: someone else created them.
 
     Slice names are derived from driver, owner, pool and index, so this is another
@@ -135,6 +167,8 @@ class SliceExistsError(Exception):
     whose response was lost. The pool is synced again once the watch has the slices; with
     the same desired state nothing more is written.
     """
+
+    _fields = ("pool", "slice_names")
 
     def __init__(self, pool: str, slice_names: Sequence[str]) -> None:
         self.pool = pool
@@ -212,10 +246,15 @@ def _plain_list(
     return items
 
 
-def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def to_plain_pools(
+    resources: DriverResources, node_name: str | None = None
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The ``pools`` mapping of ``core.prepare_desired``, and the problems found converting.
 
-    Only shape problems are reported here (wrong Python types); the core checks content.
+    ``node_name``: a Node owner's name, the node selection (``spec.nodeName``) its pools get;
+    the core checks that every slice ends up with exactly one, so a pool without any is an
+    error, never published on every node by default. Only shape problems are reported here
+    (wrong Python types); the core checks content.
     """
     errors: list[str] = []
     pools: dict[str, dict[str, Any]] = {}
@@ -247,6 +286,10 @@ def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]
                             sl.shared_counters, f"{spath}.sharedCounters", errors
                         ),
                         "perDeviceNodeSelection": sl.per_device_node_selection,
+                        "partitionTypeAttribute": sl.partition_type_attribute,
+                        "skipNodeOperations": _plain_list(
+                            sl.skip_node_operations, f"{spath}.skipNodeOperations", errors
+                        ),
                     }
                 )
         pools[name] = {
@@ -254,6 +297,7 @@ def to_plain_pools(resources: DriverResources) -> tuple[dict[str, dict[str, Any]
             "slices": slices,
             "nodeSelector": _plain(pool.node_selector, f"{path}.nodeSelector", errors),
             "allNodes": pool.all_nodes,
+            "nodeName": node_name,
             "generation": pool.generation,
         }
     return pools, errors

@@ -292,7 +292,7 @@ def load(path: Path, driver: str, selection: Selection) -> Loaded:
     """Read and validate FILE for ``driver``; UserError listing every problem with its path."""
     resources, errors = parse_resources(read_document(path), selection)
     if not errors:
-        plain, errors = to_plain_pools(resources)
+        plain, errors = to_plain_pools(resources, selection.node)
         if not errors:
             desired, errors = core.prepare_desired(driver, plain, MAX_SLICE_BYTES)
             if desired is not None:
@@ -399,13 +399,12 @@ def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
     import kubernetes.config
     from kubernetes.config.config_exception import ConfigException
 
+    from resourceslice._http import ClosingApiClient, kubeconfig_client
+
     paths = kubeconfig_paths(kubeconfig)
     try:
         if paths is not None:
-            client: ApiClient = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=paths, context=context, persist_config=False
-            )
-            return client
+            return kubeconfig_client(paths, context)
         if "KUBERNETES_SERVICE_HOST" not in os.environ:
             raise UserError(
                 "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
@@ -415,7 +414,7 @@ def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
         kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration
         )
-        return kubernetes.client.ApiClient(configuration)
+        return ClosingApiClient(configuration)
     except (ConfigException, OSError) as exc:
         raise UserError(f"kubeconfig {paths or '(in-cluster)'}: {exc}") from None
 
@@ -643,16 +642,12 @@ class Publisher:
         """The Node owner with its uid, so the writes can be counted before they are made."""
         if not self.args.node:
             return None
-        from kubernetes.client import CoreV1Api
         from kubernetes.client.exceptions import ApiException
 
-        from resourceslice._http import REQUEST_TIMEOUT, read_body
+        from resourceslice._http import get_json, node_path
 
         try:
-            response = CoreV1Api(client).read_node(
-                self.args.node, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-            )
-            uid = str(json.loads(read_body(response))["metadata"]["uid"])
+            uid = str(json.loads(get_json(client, node_path(self.args.node)))["metadata"]["uid"])
         except ApiException as exc:
             raise UserError(
                 f"node {self.args.node}: {describe_api_error(exc)} "
@@ -680,18 +675,19 @@ class Publisher:
         return total
 
     def _wait(self, controller: Controller, before: Stats, planned: int, timeout: float) -> bool:
-        """Wait until synced and the planned writes are made (pools no longer in FILE are
-        deleted too, which ``wait_synced`` does not wait for)."""
+        """Wait until the cluster matches FILE: the controller is idle, so pools no longer in
+        FILE are deleted too, which ``wait_synced`` does not wait for. ``planned`` is for the
+        progress display only: another writer may have made some of those writes."""
         started = time.monotonic()
         deadline = started + timeout
         while True:
-            synced = controller.wait_synced(0.2)
+            in_sync = controller.wait_idle(0.2)
             stats = controller.stats()  # after the wait: it may have ended with the last write
             done = _writes(stats) - _writes(before)
             if self.tty:
                 self.out.write(f"\r  slices written: {done}/{planned}")
                 self.out.flush()
-            if synced and done >= planned:
+            if in_sync:
                 if self.tty:
                     self.out.write("\n")
                 self.say(f"synced in {time.monotonic() - started:.1f}s: {_delta(before, stats)}")

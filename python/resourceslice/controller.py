@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import ResourceSliceAPI
-from resourceslice._http import REQUEST_TIMEOUT, read_body, retry_after
+from resourceslice._http import get_json, node_path, retry_after
 from resourceslice.api import (
     ConflictingWriterError,
     DriverResources,
@@ -30,9 +31,9 @@ from resourceslice.api import (
     to_plain_pools,
 )
 from resourceslice.informer import SliceInformer, field_selector
-from resourceslice.mutation_cache import MutationCache
+from resourceslice.mutation_cache import MutationCache, not_older
 from resourceslice.store import SliceStore
-from resourceslice.workqueue import Clock, MonotonicClock, WorkQueue
+from resourceslice.workqueue import Clock, MonotonicClock, TokenBucket, WorkQueue
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -50,6 +51,15 @@ DEFAULT_SYNC_DELAY = 30.0
 DEFAULT_MUTATION_CACHE_TTL = 60.0
 DEFAULT_UPDATE_INTERVAL = 1.0
 DEFAULT_MAX_SLICE_BYTES = 1 << 20
+#: Pools synced at once. A node-local driver has a pool or two and never uses more than
+#: that; a central publisher of many small pools overlaps up to four writes' round trips,
+#: which is where such a sync spends its time (BENCHMARKS.md, many pools).
+DEFAULT_WORKERS = 4
+#: Client-side limit on writes (creates, updates, deletes) over all pools, with a burst of
+#: two seconds' worth: kube-controller-manager's own client defaults (50 per second, burst
+#: 100). A first publish of hundreds of slices then paces itself instead of relying on the
+#: server's 429s, and a handful of writes is never delayed.
+DEFAULT_MAX_WRITES_PER_SECOND = 50.0
 #: Bytes of request bodies one sync renders at a time (docs/core.md §5, window). A
 #: 100,000-device pool's first publish is 12 MB of bodies: held all at once, next to the
 #: records of what was sent, they were a third of the controller's peak memory.
@@ -57,6 +67,10 @@ _BODY_BYTES_PER_WINDOW = 1 << 20
 #: Time for the watch to deliver slices another writer created (see SliceExistsError):
 #: replanning before would write against an incomplete view of the pool.
 _EXISTING_SLICE_RETRY = 1.0
+
+
+class ControllerStoppedError(RuntimeError):
+    """The controller was stopped: it takes no more updates."""
 
 
 def _log_error(exc: BaseException, message: str) -> None:
@@ -91,10 +105,18 @@ class Controller:
         reconcile_pool_with_name: str | None = None,
         max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES,
         update_interval: float = DEFAULT_UPDATE_INTERVAL,
+        workers: int = DEFAULT_WORKERS,
+        max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
         clock: Clock | None = None,
     ) -> None:
         if owner is not None and not isinstance(owner, Owner):
             raise TypeError(f"owner must be an Owner, not {type(owner).__name__}")
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        if max_writes_per_second is not None and not max_writes_per_second > 0:
+            raise ValueError(
+                f"max_writes_per_second must be positive or None, not {max_writes_per_second}"
+            )
         self._driver = driver
         self._owner = owner
         self._only_pool = reconcile_pool_with_name or None
@@ -110,15 +132,24 @@ class Controller:
 
         self._lock = threading.Condition()
         self._desired: Desired = self._prepare(resources or DriverResources())
+        self._desired_pools = frozenset(self._desired.pool_names())
+        # Each update() numbers the desired state; a pool's entry is the number of the last
+        # one that changed it. A sync clears the pool's dirty mark only if no update changed
+        # the pool while it ran. Entries of pools no longer desired go once synced.
         self._version = 0
-        self._dirty: set[str] = set(self._desired.pool_names())
+        self._pool_versions: dict[str, int] = {}
+        self._dirty: set[str] = set(self._desired_pools)
         self._dropped: dict[str, _DroppedFields] = {}
         # Slice name -> resourceVersion of this controller's last write of it: a slice
         # found at another version was changed by someone else (see ConflictingWriterError).
+        # An entry goes when we delete the slice, or the watch shows it deleted while its
+        # pool is no longer desired.
         self._own_versions: dict[str, str] = {}
         self._counts = {"creates": 0, "updates": 0, "deletes": 0, "syncs": 0}
         self._ready = False
         self._stopped = False
+        # Set with _stopped: waits (for a write token) end at once when it is.
+        self._stopping = threading.Event()
 
         self._client = api_client
         if api_client is None:
@@ -129,6 +160,13 @@ class Controller:
         self._quiet_until = 0.0
         # In the newest resource.k8s.io version the cluster serves, shared with the informer.
         self._slices = ResourceSliceAPI(api_client)
+        self._write_tokens = (
+            None
+            if max_writes_per_second is None
+            else TokenBucket(clock, max_writes_per_second, max(1, round(2 * max_writes_per_second)))
+        )
+        self._write_tokens_lock = threading.Lock()
+        self._owner_lock = threading.Lock()
         self._store = SliceStore()
         self._mutations = MutationCache(mutation_cache_ttl, clock, self._store.get)
         self._queue: WorkQueue[str] = WorkQueue(clock)
@@ -144,15 +182,17 @@ class Controller:
             on_change=self._on_slice_change,
             on_error=self._report,
             only_pool=self._only_pool,
-            slices=self._slices,
+            api=self._slices,
         )
-        for pool in self._dirty:
+        for pool in sorted(self._dirty):
             self._queue.add(pool)
-        self._worker = threading.Thread(
-            target=self._work, name="resourceslice-controller", daemon=True
-        )
+        self._workers = [
+            threading.Thread(target=self._work, name=f"resourceslice-worker-{i}", daemon=True)
+            for i in range(workers)
+        ]
         self._informer.start()
-        self._worker.start()
+        for worker in self._workers:
+            worker.start()
 
     # -- public ---------------------------------------------------------------------------
 
@@ -160,18 +200,28 @@ class Controller:
         """Replace the desired state; raises ValidationError and keeps the old one if invalid.
 
         Returns at once: the pools are synced in the background. ``resources`` is copied,
-        the caller may change it afterwards.
+        the caller may change it afterwards. Only the pools whose content changed are
+        synced again. Raises ControllerStoppedError after :meth:`stop`.
         """
+        self._check_running()
         desired = self._prepare(resources)
         with self._lock:
-            pools = set(self._desired.pool_names()) | set(desired.pool_names())
+            self._check_running()
+            changed = self._desired.changed_pools(desired)
             self._desired = desired
+            self._desired_pools = frozenset(desired.pool_names())
             self._version += 1
-            self._dropped.clear()
-            self._dirty |= pools
+            for pool in changed:
+                self._pool_versions[pool] = self._version
+                self._dropped.pop(pool, None)
+            self._dirty.update(changed)
         if self._client is not None:
-            for pool in sorted(pools):
+            for pool in changed:
                 self._queue.add_spaced(pool, self._update_interval)
+
+    def _check_running(self) -> None:
+        if self._stopped:
+            raise ControllerStoppedError("the controller was stopped; start a new one")
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Wait until every pool of the current desired state is published as desired.
@@ -191,24 +241,68 @@ class Controller:
                 and not self._stopped
             )
 
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until the controller has nothing left to do; False on timeout or stop.
+
+        Idle: synced (see :meth:`wait_synced`), and no pool queued, waiting or being synced
+        (the resync ``sync_delay`` after watch events, a retry, the re-check of writes the
+        watch has not confirmed), and no write unconfirmed. Right after :meth:`wait_synced`
+        the resync that the informer's first events scheduled has not run yet; a check that
+        must see its outcome (a restart made no writes) waits for this instead.
+        """
+        if self._client is None:
+            return False
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        while self.wait_synced(left()) and self._queue.wait_idle(left()):
+            if len(self._mutations) == 0:
+                return True
+            # Not expected: a sync that leaves unconfirmed writes queues their re-check. Look
+            # again shortly rather than call it idle.
+            remaining = left()
+            if remaining == 0 or self._stopping.wait(min(0.01, remaining or 0.01)):
+                return False
+        return False
+
+    @property
+    def running(self) -> bool:
+        """Whether a background thread (the informer, a worker) still runs; False once
+        :meth:`stop` has returned, unless it was called from one of those threads."""
+        if self._client is None:
+            return False
+        return self._informer.alive or any(w.is_alive() for w in self._workers)
+
     def stats(self) -> Stats:
         with self._lock:
             return Stats(**self._counts)
 
     def stop(self) -> None:
-        """Stop watching and syncing. Slices stay as they are: nothing is deleted."""
+        """Stop watching and syncing. Slices stay as they are: nothing is deleted.
+
+        Returns once no request of this controller is in flight and none will start: a write
+        under way is waited for (at most the request timeout, 60 s). Only its response says
+        whether it landed; closing the connection would not undo a write the server has
+        received, and a driver that stops and then deletes its slices would get some back.
+        A sync stops between two writes. Safe to call from the error handler, on any thread:
+        the calling thread itself then ends when the handler returns, without another write.
+        """
         with self._lock:
             if self._stopped:
                 return
             self._stopped = True
             self._lock.notify_all()
+        self._stopping.set()
         if self._client is None:
             return
         self._queue.shutdown()
         self._informer.stop()
-        if self._worker.is_alive() and self._worker is not threading.current_thread():
-            # An in-flight request ends within its timeout; don't hang the caller on it.
-            self._worker.join(REQUEST_TIMEOUT[0])
+        current = threading.current_thread()
+        for worker in self._workers:
+            if worker is not current:
+                worker.join()
 
     def __enter__(self) -> Controller:
         return self
@@ -224,7 +318,7 @@ class Controller:
     # -- validation -----------------------------------------------------------------------
 
     def _prepare(self, resources: DriverResources) -> Desired:
-        pools, errors = to_plain_pools(resources)
+        pools, errors = to_plain_pools(resources, self._node_name)
         if self._only_pool is not None:
             errors += [
                 f'pools["{name}"]: only pool "{self._only_pool}" is reconciled '
@@ -267,6 +361,17 @@ class Controller:
             self._mutations.observed(new)
         elif old is not None:
             self._mutations.observed(old, deleted=True)
+            # A slice of a pool no longer desired will not be written by us again: forget
+            # our version of it (a desired pool's slice keeps it, so that another writer
+            # recreating it is still reported).
+            with self._lock:
+                own = self._own_versions.get(old.name)
+                if (
+                    own is not None
+                    and old.pool not in self._desired_pools
+                    and not_older(old.resource_version, own)
+                ):
+                    del self._own_versions[old.name]
         for record in (old, new):
             if record is not None:
                 self._queue.add_after(record.pool, self._sync_delay)
@@ -288,10 +393,15 @@ class Controller:
                     self._queue.add_after(pool, quiet)
                     continue
                 self._sync(pool)
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                # BaseException: PyO3's PanicException (a bug in the Rust core) is one, and
+                # must not end the worker silently; the pool is retried like any failure.
                 self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
                 asked = retry_after(exc)
-                self._quiet_until = max(self._quiet_until, self._clock.now() + asked)
+                with self._lock:
+                    self._quiet_until = max(self._quiet_until, self._clock.now() + asked)
                 if isinstance(exc, SliceExistsError):
                     asked = max(asked, _EXISTING_SLICE_RETRY)
                 self._queue.add_rate_limited(pool, at_least=asked)
@@ -305,20 +415,22 @@ class Controller:
         if owner is None:
             return None
         if owner.is_node and not owner.uid:
-            # Looked up once: a Node's uid changes only when the Node object is recreated,
-            # and then the kubelet restarts the driver anyway.
-            assert self._client is not None
-            response = CoreV1Api(self._client).read_node(
-                owner.name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-            )
-            uid = json.loads(read_body(response))["metadata"]["uid"]
-            owner = self._owner = replace(owner, uid=uid)
+            # Looked up once (by one worker): a Node's uid changes only when the Node object
+            # is recreated, and then the kubelet restarts the driver anyway.
+            with self._owner_lock:
+                owner = self._owner
+                assert owner is not None and self._client is not None
+                if not owner.uid:
+                    uid = json.loads(get_json(self._client, node_path(owner.name)))["metadata"][
+                        "uid"
+                    ]
+                    owner = self._owner = replace(owner, uid=uid)
         return (owner.api_version, owner.kind, owner.name, owner.uid)
 
     def _sync(self, pool: str) -> None:
         owner = self._owner_ref()
         with self._lock:
-            desired, version = self._desired, self._version
+            desired, version = self._desired, self._pool_versions.get(pool, 0)
             dropped = self._dropped.get(pool)
         existing = self._mutations.merge(pool, self._store.by_pool(pool))
 
@@ -347,10 +459,14 @@ class Controller:
                     return
                 plan = window(plan.next_write)
                 self._write(pool, plan, version)
+        if self._stopped:
+            return  # a write was skipped: the pool is not synced
         with self._lock:
             self._counts["syncs"] += 1
-            if self._version == version:
+            if self._pool_versions.get(pool, 0) == version:
                 self._dirty.discard(pool)
+                if pool not in self._desired_pools:
+                    self._pool_versions.pop(pool, None)
                 self._lock.notify_all()
         # Writes the informer has not confirmed yet: look again once they leave the cache.
         expires_in = self._mutations.expires_in(pool)
@@ -373,7 +489,7 @@ class Controller:
 
     def _delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
         for name, uid, resource_version in deletes:
-            if self._stopped:
+            if not self._may_write():
                 return
             try:
                 self._slices.delete(name, uid, resource_version)
@@ -389,14 +505,14 @@ class Controller:
     def _write(self, pool: str, plan: Plan, version: int) -> None:
         """The updates and creates of ``plan``'s window."""
         for name, body in plan.updates:
-            if self._stopped:
+            if not self._may_write():
                 return
             response = self._slices.update(name, body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         taken: list[str] = []
         for body in plan.creates:
-            if self._stopped:
+            if not self._may_write():
                 return
             sent = core.decode_slice(body)
             try:
@@ -412,6 +528,15 @@ class Controller:
             self._stored(pool, version, sent, core.decode_slice(response))
         if taken:
             raise SliceExistsError(pool, taken)
+
+    def _may_write(self) -> bool:
+        """Wait for a write token; False when the controller stopped (write nothing more)."""
+        if self._write_tokens is not None and not self._stopped:
+            with self._write_tokens_lock:
+                wait = self._write_tokens.when()
+            if wait > 0:
+                self._stopping.wait(wait)
+        return not self._stopped
 
     def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
         self._mutations.stored(actual)
@@ -456,6 +581,8 @@ def start_controller(
     reconcile_pool_with_name: str | None = None,
     max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES,
     update_interval: float = DEFAULT_UPDATE_INTERVAL,
+    workers: int = DEFAULT_WORKERS,
+    max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
 ) -> Controller:
     """Start publishing ``resources`` of ``driver`` as ResourceSlices, in the background.
 
@@ -468,6 +595,10 @@ def start_controller(
     ``update()`` of it was synced less than that many seconds ago; then when the interval is
     over, with every change made meanwhile. A burst of updates so costs a few writes, not
     one each, and a lone change is not delayed.
+
+    ``workers``: how many pools are synced at once (one pool never by two at a time).
+    ``max_writes_per_second``: all writes of this controller together, with a burst of two
+    seconds' worth; None for no client-side limit (the apiserver's 429s still apply).
     """
     return Controller(
         api_client,
@@ -480,4 +611,6 @@ def start_controller(
         reconcile_pool_with_name=reconcile_pool_with_name,
         max_slice_bytes=max_slice_bytes,
         update_interval=update_interval,
+        workers=workers,
+        max_writes_per_second=max_writes_per_second,
     )

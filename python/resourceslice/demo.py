@@ -26,7 +26,7 @@ import kubernetes.client
 import yaml
 
 import resourceslice as rs
-from resourceslice._http import read_body
+from resourceslice._http import SLICES_PATH, get_json
 from resourceslice.testing import start_cluster
 
 NODE = "demo-node-1"
@@ -117,10 +117,9 @@ def change_one_gpu(path: Path) -> str:
 
 def slice_versions(client: kubernetes.client.ApiClient, driver: str) -> dict[str, str]:
     """name -> resourceVersion of the driver's slices (raw JSON: no model objects)."""
-    response = kubernetes.client.ResourceV1Api(client).list_resource_slice(
-        field_selector=f"spec.driver={driver}", _preload_content=False
-    )
-    items = json.loads(read_body(response))["items"]
+    items = json.loads(get_json(client, SLICES_PATH, [("fieldSelector", f"spec.driver={driver}")]))[
+        "items"
+    ]
     return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in items}
 
 

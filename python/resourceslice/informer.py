@@ -13,14 +13,15 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import ResourceSliceAPI
-from resourceslice._http import retry_after
+from resourceslice._http import REQUEST_TIMEOUT, retry_after
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -38,7 +39,50 @@ ChangeHandler = Callable[[Optional["SliceRecord"], Optional["SliceRecord"]], Non
 ErrorHandler = Callable[[BaseException, str], None]
 
 _WATCH_SECONDS = 300  # the server ends each watch after about this long; we then resume
-_BACKOFF_START, _BACKOFF_MAX = 0.5, 30.0
+#: A watch that ended sooner than this without one event did not work (client-go's "very
+#: short watch"): resuming at once would spin on a server or proxy that closes every watch.
+_SHORT_WATCH = 1.0
+
+
+class ListApi(Protocol):
+    """What the informer calls: :class:`SliceLister`'s signature.
+
+    The seam for another API version, or for a test's scripted responses.
+    """
+
+    def list_resource_slice(
+        self,
+        *,
+        field_selector: str,
+        watch: bool = False,
+        allow_watch_bookmarks: bool = False,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any: ...
+
+
+class Backoff:
+    """Delays between failed list/watch attempts, as client-go's reflector spaces them.
+
+    The n-th delay in a row is ``initial * 2**n`` capped at ``cap``, times a random factor
+    in [1, 2): from 0.8 s up to [30, 60) s, about 0.02 requests a second against a server
+    that fails every time. Jitter keeps many informers from retrying in step. :meth:`reset`
+    after an attempt that worked.
+    """
+
+    def __init__(self, initial: float = 0.8, cap: float = 30.0) -> None:
+        self._initial = initial
+        self._cap = cap
+        self._next = initial
+
+    def next_delay(self) -> float:
+        delay = self._next
+        self._next = min(self._next * 2, self._cap)
+        return delay * random.uniform(1.0, 2.0)
+
+    def reset(self) -> None:
+        self._next = self._initial
 
 
 class _Gone(Exception):
@@ -78,9 +122,12 @@ class SliceInformer:
         on_change: ChangeHandler,
         on_error: ErrorHandler,
         only_pool: str | None = None,
-        slices: ResourceSliceAPI | None = None,
+        api: ListApi | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
-        self._slices = slices or ResourceSliceAPI(api_client)
+        """``api``: lists and watches instead of ``ResourceSliceAPI(api_client)``."""
+        self._api: ListApi = api if api is not None else ResourceSliceAPI(api_client)
+        self._backoff = backoff or Backoff()
         self._driver = driver
         self._selector = selector
         self._store = store
@@ -93,6 +140,8 @@ class SliceInformer:
         self._response: Any = None
         # Where the watch resumes; None: list first. Used by the informer thread only.
         self._version: str | None = None
+        # Whether the current watch worked (an event came, or it lasted): set by _watch.
+        self._watch_worked = False
         self._thread = threading.Thread(
             target=self._run, name="resourceslice-informer", daemon=True
         )
@@ -107,8 +156,27 @@ class SliceInformer:
             response = self._response
         if response is not None:
             _abort(response)
-        if self._thread.is_alive():
+        # From the informer's own thread (an error or change handler that stops the
+        # controller), the loop ends when the handler returns.
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+    def interrupt_watch(self) -> bool:
+        """End the open watch as a dropped connection would; whether one was open.
+
+        The informer reconnects from where the watch got to. For tests of the reconnect.
+        """
+        with self._response_lock:
+            response = self._response
+        if response is None:
+            return False
+        _abort(response)
+        return True
+
+    @property
+    def alive(self) -> bool:
+        """Whether the informer's thread is running (until stop() has ended it)."""
+        return self._thread.is_alive()
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Whether the first list has reached the store (waiting up to ``timeout``)."""
@@ -121,63 +189,87 @@ class SliceInformer:
     # -- the loop -------------------------------------------------------------------------
 
     def _run(self) -> None:
-        delay = _BACKOFF_START
         while not self._stopping.is_set():
             asked = 0.0  # Retry-After of an overloaded server
+            self._watch_worked = False
             try:
                 if self._version is None:
                     self._version = self._list()
                     self._synced.set()
-                if self._watch(self._version):
-                    delay = _BACKOFF_START
-                continue  # the server ended the watch: resume at once
+                self._watch(self._version)
+                if self._watch_worked:
+                    self._backoff.reset()
+                    continue  # the server ended the watch: resume at once
+                if self._stopping.is_set():
+                    break
+                log.warning("the ResourceSlice watch ended at once without events; backing off")
             except _Gone:
                 self._version = None
-                continue
+                if self._watch_worked:
+                    self._backoff.reset()
+                    continue  # a list picks up what the watch can no longer deliver
             except ApiException as exc:
                 if self._stopping.is_set():
                     break
-                if exc.status == 410:
+                if exc.status == 410 or isinstance(exc, _StreamError):
                     self._version = None
-                    continue
-                if isinstance(exc, _StreamError):
-                    self._version = None
-                asked = retry_after(exc)
-                self._on_error(exc, "listing/watching ResourceSlices")
-            except ValueError as exc:
-                # A response the core cannot decode: start over from a fresh list.
+                if exc.status != 410:  # 410 at the watch's start: relisting is the cure
+                    asked = retry_after(exc)
+                    self._on_error(exc, "listing/watching ResourceSlices")
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                # Network errors of any kind: reconnect. ValueError, and PyO3's PanicException
+                # (a BaseException: a bug in the Rust core) from decoding: a response the core
+                # cannot read is not resumed from, a fresh list starts over. Either way the
+                # thread lives on and says what happened.
                 if self._stopping.is_set():
                     break
-                self._version = None
-                self._on_error(exc, "decoding ResourceSlices")
-            except Exception as exc:  # network errors of any kind: reconnect
-                if self._stopping.is_set():
-                    break
-                self._on_error(exc, "watching ResourceSlices")
-            self._stopping.wait(max(delay * random.uniform(0.8, 1.2), asked))
-            delay = min(delay * 2, _BACKOFF_MAX)
+                decoding = not isinstance(exc, Exception) or isinstance(exc, ValueError)
+                if decoding:
+                    self._version = None
+                self._on_error(
+                    exc, "decoding ResourceSlices" if decoding else "watching ResourceSlices"
+                )
+            if self._watch_worked:
+                self._backoff.reset()
+            self._stopping.wait(max(self._backoff.next_delay(), asked))
 
     def _list(self) -> str:
-        resource_version, records = core.decode_list(self._slices.list(self._selector))
+        response: Any = self._api.list_resource_slice(
+            field_selector=self._selector, timeout=REQUEST_TIMEOUT
+        )
+        try:
+            # Decoded as it arrives: the whole response and its records are never held at once.
+            resource_version, records = core.decode_list_chunks(response.stream(1 << 16))
+        finally:
+            response.release_conn()
         wanted = [r for r in records if self._wanted(r)]
         for old, new in self._store.replace(wanted):
             self._notify(old, new)
         return resource_version
 
-    def _watch(self, resource_version: str) -> bool:
-        """Follow one watch stream; whether any event came.
+    def _watch(self, resource_version: str) -> None:
+        """Follow one watch stream, noting in ``self._watch_worked`` whether it worked.
 
         Each event moves ``self._version`` on, so that after a dropped connection the next
         watch resumes where this one stopped, not at its start.
         """
+        started = time.monotonic()
         seconds = random.randint(_WATCH_SECONDS, 2 * _WATCH_SECONDS)
-        response, served = self._slices.watch(self._selector, resource_version, seconds)
+        response: Any = self._api.list_resource_slice(
+            field_selector=self._selector,
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version,
+            timeout_seconds=seconds,
+            timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
+        )
         with self._response_lock:
             self._response = response
-        progressed = False
         try:
             if self._stopping.is_set():  # stop() ran before the response was published
-                return progressed
+                return
             pending = bytearray()
             for chunk in response.stream(65536):
                 pending += chunk
@@ -186,15 +278,16 @@ class SliceInformer:
                     line = bytes(pending[start:end])
                     start = end + 1
                     if line.strip():
-                        self._version = self._apply(served.event_to_v1(line), resource_version)
+                        self._version = self._apply(line, resource_version)
                         resource_version = self._version
-                        progressed = True
+                        self._watch_worked = True
                 del pending[:start]
         finally:
+            if time.monotonic() - started >= _SHORT_WATCH:
+                self._watch_worked = True
             with self._response_lock:
                 self._response = None
             response.release_conn()
-        return progressed
 
     def _apply(self, line: bytes, resource_version: str) -> str:
         kind, record, version = core.decode_watch_event(line)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from resourceslice._core import SliceRecord
 
 
-def _not_older(candidate: str, than: str) -> bool:
+def not_older(candidate: str, than: str) -> bool:
     """Whether resourceVersion ``candidate`` is at least as new as ``than``.
 
     resourceVersions are opaque by contract but etcd revisions (integers) in practice, and
@@ -47,6 +47,15 @@ class _Deleted:
     expires: float
 
 
+@dataclass(frozen=True)
+class _Gone:
+    """A delete the informer delivered: the object ``uid`` ended at ``resource_version``."""
+
+    uid: str
+    resource_version: str
+    expires: float
+
+
 class MutationCache:
     """``informer_record``: the informer's current record of a slice, by name."""
 
@@ -62,6 +71,11 @@ class MutationCache:
         self._lock = threading.Lock()
         self._written: dict[str, _Written] = {}
         self._deleted: dict[str, _Deleted] = {}
+        # Deletes the informer delivered, kept for ``ttl``: the response of a write can
+        # arrive after the watch showed the object deleted (an update, then at once a delete
+        # by someone else); caching it then would hide the delete until the entry expired
+        # (upstream kubernetes#140011).
+        self._gone: dict[str, _Gone] = {}
 
     @property
     def ttl(self) -> float:
@@ -75,7 +89,16 @@ class MutationCache:
             # already has it, and an entry would only hold a second copy until it expires.
             # Checked under the lock: an event delivered after this check is observed after it.
             seen = self._informer_record(record.name)
-            if seen is not None and _not_older(seen.resource_version, record.resource_version):
+            if seen is not None and not_older(seen.resource_version, record.resource_version):
+                self._written.pop(record.name, None)
+                return
+            gone = self._gone.get(record.name)
+            if (
+                seen is None
+                and gone is not None
+                and gone.uid == record.uid
+                and not_older(gone.resource_version, record.resource_version)
+            ):
                 self._written.pop(record.name, None)
                 return
             self._written[record.name] = _Written(record, self._clock.now() + self._ttl)
@@ -95,13 +118,19 @@ class MutationCache:
         """
         with self._lock:
             written = self._written.get(record.name)
-            if written is not None and _not_older(
+            if written is not None and not_older(
                 record.resource_version, written.record.resource_version
             ):
                 del self._written[record.name]
             tomb = self._deleted.get(record.name)
             if deleted and tomb is not None and tomb.uid == record.uid:
                 del self._deleted[record.name]
+            if deleted:
+                self._gone[record.name] = _Gone(
+                    record.uid, record.resource_version, self._clock.now() + self._ttl
+                )
+            else:
+                self._gone.pop(record.name, None)
 
     def merge(self, pool: str, informer_records: Iterable[SliceRecord]) -> list[SliceRecord]:
         """The records of ``pool`` as the next sync must see them, sorted by name."""
@@ -116,7 +145,7 @@ class MutationCache:
                     continue
                 written = self._written.get(record.name)
                 if written is not None:
-                    if _not_older(record.resource_version, written.record.resource_version):
+                    if not_older(record.resource_version, written.record.resource_version):
                         del self._written[record.name]
                     else:
                         record = written.record
@@ -150,6 +179,8 @@ class MutationCache:
             del self._written[name]
         for name in [n for n, d in self._deleted.items() if d.expires <= now]:
             del self._deleted[name]
+        for name in [n for n, g in self._gone.items() if g.expires <= now]:
+            del self._gone[name]
 
     def __len__(self) -> int:
         with self._lock:

@@ -16,6 +16,8 @@ from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T", bound=Hashable)
 
+_MIN_PRUNE = 64
+
 
 class Clock(Protocol):
     """Seconds on a monotonic scale; injectable so tests can move time by hand."""
@@ -93,8 +95,11 @@ class WorkQueue(Generic[T]):
         # heap entries that no longer match ``_due`` are stale and skipped.
         self._waiting: list[tuple[float, int, T]] = []
         self._due: dict[T, float] = {}
-        # When add_spaced last let each item through (or will: a time in the future).
-        self._spaced: dict[T, float] = {}
+        # When add_spaced last let each item through (or will: a time in the future), and
+        # until when that spaces the next add. Expired entries are pruned when the dict has
+        # doubled since the last pruning, so churning names cost amortised O(1).
+        self._spaced: dict[T, tuple[float, float]] = {}
+        self._spaced_prune_at = _MIN_PRUNE
         self._seq = 0
         self._shutting_down = False
 
@@ -140,13 +145,17 @@ class WorkQueue(Generic[T]):
         with self._cond:
             now = self._clock.now()
             last = self._spaced.get(item)
-            if last is None or now >= last + interval:
+            if last is None or now >= last[1]:
                 due = now  # a change on its own
-            elif last > now:
-                due = last  # joins the time already set
+            elif last[0] > now:
+                due = last[0]  # joins the time already set
             else:
-                due = last + interval
-            self._spaced[item] = due
+                due = last[0] + interval
+            self._spaced[item] = (due, due + interval)
+            if len(self._spaced) >= self._spaced_prune_at:
+                for key in [k for k, (_, until) in self._spaced.items() if until <= now]:
+                    del self._spaced[key]
+                self._spaced_prune_at = max(_MIN_PRUNE, 2 * len(self._spaced))
         self.add_after(item, due - now)
 
     def add_rate_limited(self, item: T, at_least: float = 0.0) -> None:
@@ -190,7 +199,7 @@ class WorkQueue(Generic[T]):
 
         The caller must call :meth:`done` with the item when it has finished with it.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self._clock.now() + timeout
         with self._cond:
             while True:
                 next_due = self._promote_due_locked()
@@ -200,10 +209,14 @@ class WorkQueue(Generic[T]):
                     item = self._ready.popleft()
                     self._processing.add(item)
                     self._dirty.discard(item)
+                    # A delayed add of the item is served by processing it now: whatever it
+                    # was for (a retry, a re-check, a resync), this run sees the state up to
+                    # now, and what changes later adds the item again.
+                    self._due.pop(item, None)
                     return item
                 wait = next_due
                 if deadline is not None:
-                    left = deadline - time.monotonic()
+                    left = deadline - self._clock.now()
                     if left <= 0:
                         return None
                     wait = left if wait is None else min(wait, left)
@@ -215,6 +228,8 @@ class WorkQueue(Generic[T]):
             if item in self._dirty:
                 self._ready.append(item)
                 self._cond.notify()
+            elif self._idle_locked():
+                self._cond.notify_all()  # wake wait_idle()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -223,6 +238,18 @@ class WorkQueue(Generic[T]):
         with self._cond:
             self._shutting_down = True
             self._cond.notify_all()
+
+    def _idle_locked(self) -> bool:
+        return not (self._ready or self._due or self._processing)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no item is ready, delayed or being processed; False on timeout or
+        shutdown. ``timeout`` is in real seconds, whatever the clock."""
+        with self._cond:
+            return (
+                self._cond.wait_for(lambda: self._shutting_down or self._idle_locked(), timeout)
+                and not self._shutting_down
+            )
 
     @property
     def shutting_down(self) -> bool:
@@ -233,6 +260,11 @@ class WorkQueue(Generic[T]):
         """Items ready to be taken (delayed ones not counted)."""
         with self._cond:
             return len(self._ready)
+
+    def spaced(self) -> int:
+        """How many items add_spaced remembers (bounded: expired ones are pruned)."""
+        with self._cond:
+            return len(self._spaced)
 
     def pending_after(self, item: T) -> float | None:
         """Seconds until delayed ``item`` becomes ready, or None when it is not waiting."""

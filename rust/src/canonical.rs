@@ -207,6 +207,8 @@ pub struct Header<'a> {
     pub count: i64,
     pub node_selection: Option<(&'static str, Value)>,
     pub shared_counters: Option<Value>,
+    pub partition_type_attribute: Option<Value>,
+    pub skip_node_operations: Option<Value>,
     pub owner_references: Option<Value>,
     pub labels: Option<Value>,
     pub annotations: Option<Value>,
@@ -227,6 +229,8 @@ impl Header<'_> {
         }
         for (key, v) in [
             ("sharedCounters", self.shared_counters),
+            ("partitionTypeAttribute", self.partition_type_attribute),
+            ("skipNodeOperations", self.skip_node_operations),
             ("ownerReferences", self.owner_references),
             ("labels", self.labels),
             ("annotations", self.annotations),
@@ -269,7 +273,26 @@ pub fn device_quantities<'a, T: Tree>(device: &'a T, f: &mut dyn FnMut(&'a T)) {
             counter_quantities(set, f);
         }
     }
+    if let Some(allocatable) = device.member("nodeAllocatableResources") {
+        allocatable.for_each_member(&mut |_, resource| {
+            for (part, keys) in ALLOCATABLE_QUANTITIES {
+                if let Some(holder) = resource.member(part) {
+                    for key in keys {
+                        if let Some(v) = holder.member(key) {
+                            f(v);
+                        }
+                    }
+                }
+            }
+        });
+    }
 }
+
+/// The quantities of a `nodeAllocatableResources` entry, by member.
+const ALLOCATABLE_QUANTITIES: [(&str, [&str; 2]); 2] = [
+    ("mapping", ["capacityMultiplier", "deviceMultiplier"]),
+    ("overhead", ["perContainer", "perPod"]),
+];
 
 /// Quantities of a counter set (`{"counters": {name: {"value": q}}}`).
 pub fn counter_quantities<'a, T: Tree>(set: &'a T, f: &mut dyn FnMut(&'a T)) {
@@ -457,13 +480,12 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 /// A device read from the apiserver as `(name, canonical JSON)`; None when it is empty.
 /// Quantities and times that parse are rewritten (the server stores them canonically
 /// already; this keeps both sides alike).
-pub fn stored_device(device: &Value) -> Option<(String, String)> {
+pub fn stored_device<T: Tree>(device: &T) -> Option<(String, String)> {
     let subs = device_subs(device, quantity::canonical);
-    let name = device
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let name = match device.member("name").map(Tree::view) {
+        Some(View::Str(name)) => name.to_owned(),
+        _ => String::new(),
+    };
     let mut out = Vec::with_capacity(512);
     write(device, &subs, &mut out).then(|| {
         (

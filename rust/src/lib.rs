@@ -1,8 +1,14 @@
 //! PyO3 glue for `resourceslice._core`. The computation lives in the sibling modules; this
-//! file only moves data across the boundary (python/resourceslice/_core.pyi) and releases the
-//! GIL around the pure-Rust work, since the controller's watch threads need it meanwhile.
+//! file only moves data across the boundary (python/resourceslice/_core.pyi) and lets other
+//! threads (the controller's, a driver's) have the GIL during long calls: it is released
+//! around pure-Rust work (planning, decoding) and handed over at pauses while Python data is
+//! read (`Pauses`).
+use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 pub mod canonical;
@@ -16,74 +22,202 @@ pub mod validate;
 use decode::{Event, Record};
 use validate::Input;
 
-/// Views Python plain data as an `Input` tree (dict entries sorted by key). Strings are
-/// borrowed, not copied: see `utf8`.
-fn to_input<'py>(obj: &Bound<'py, PyAny>) -> Input<'py> {
-    // Most frequent types first: every check is a call under the limited API.
-    if let Ok(s) = obj.cast::<PyString>() {
-        utf8(s).map_or(Input::BadStr, Input::Str)
-    } else if let Ok(d) = obj.cast::<PyDict>() {
-        let mut entries: Vec<(&str, Input<'_>)> = d.iter().map(|(k, v)| entry(&k, &v)).collect();
+/// How long converting Python data holds the GIL at a stretch, where it can let go: another
+/// thread waiting for it (a driver's gRPC threads, the informer) waits about this long at
+/// most, not the whole conversion of a large pool.
+const HOLD: Duration = Duration::from_millis(1);
+
+/// Reads Python plain data as `Input` trees for one call, keeping a strong reference to every
+/// str it borrows from: at a pause another thread may replace or drop what the caller's
+/// containers held, but not a str that a tree (or validation: device names) points into.
+struct Reader<'py> {
+    py: Python<'py>,
+    kept: RefCell<Vec<Bound<'py, PyString>>>,
+    /// Addresses of strs kept lately, direct-mapped: shared keys (`"attributes"`, `"int"`)
+    /// come back in every device and are kept once. An address found here is in `kept`, so
+    /// it cannot have been freed and reused for another object.
+    recent: [Cell<usize>; 256],
+    pauses: Pauses<'py>,
+}
+
+/// Lets other threads take the GIL during a long conversion of Python data.
+///
+/// Releasing and retaking the GIL (`detach`) is not enough: the thread that releases it
+/// takes it back before a waiting thread wakes up, and each retaking restarts that thread's
+/// switch interval, so it would never ask for its turn. A call of a Python function
+/// does what the interpreter does between bytecodes: it hands the GIL over when another
+/// thread asked for it (after waiting the switch interval, 5 ms by default), and costs a
+/// fraction of a microsecond otherwise. It also runs signal handlers: what they raise
+/// (KeyboardInterrupt) is kept for the caller to raise once the call's work is done.
+struct Pauses<'py> {
+    py: Python<'py>,
+    last: Cell<Instant>,
+    raised: RefCell<Option<PyErr>>,
+}
+
+/// `lambda: None`, made once.
+static NOTHING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+impl<'py> Pauses<'py> {
+    fn new(py: Python<'py>) -> Self {
+        Pauses {
+            py,
+            last: Cell::new(Instant::now()),
+            raised: RefCell::new(None),
+        }
+    }
+
+    /// Lets a waiting thread have the GIL if this one held it `HOLD` since the last pause.
+    /// Only where no dict is being iterated (another thread may change it meanwhile).
+    fn pause_if_due(&self) {
+        if self.last.get().elapsed() < HOLD {
+            return;
+        }
+        let py = self.py;
+        let nothing = NOTHING.get_or_try_init(py, || {
+            py.eval(c"lambda: None", None, None).map(Bound::unbind)
+        });
+        if let Err(e) = nothing.and_then(|f| f.call0(py)) {
+            self.raised.borrow_mut().get_or_insert(e);
+        }
+        self.last.set(Instant::now());
+    }
+
+    /// What a pause raised, if anything.
+    fn finish(self) -> PyResult<()> {
+        self.raised.into_inner().map_or(Ok(()), Err)
+    }
+}
+
+impl<'py> Reader<'py> {
+    fn new(py: Python<'py>) -> Self {
+        Reader {
+            py,
+            kept: RefCell::new(Vec::new()),
+            recent: std::array::from_fn(|_| Cell::new(0)),
+            pauses: Pauses::new(py),
+        }
+    }
+
+    /// The UTF-8 of a str without the temporary bytes object that abi3-py39's `to_cow`
+    /// makes (the hot path reads tens of strings per device). None for lone surrogates.
+    fn str<'r>(&'r self, s: &Bound<'py, PyString>) -> Option<&'r str> {
+        let address = s.as_ptr() as usize;
+        let slot = &self.recent
+            [((address as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize];
+        if slot.get() != address {
+            slot.set(address);
+            self.kept.borrow_mut().push(s.clone());
+        }
+        let mut size: pyo3::ffi::Py_ssize_t = 0;
+        // SAFETY: `s` is a live str; its UTF-8 buffer is cached in it and lives as long as
+        // it, which `kept` makes at least as long as `self`.
+        let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
+        if data.is_null() {
+            let _ = PyErr::take(self.py);
+            return None;
+        }
+        // SAFETY: CPython guarantees `size` bytes of valid UTF-8 at `data`.
+        Some(unsafe {
+            std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+                data.cast::<u8>(),
+                size as usize,
+            ))
+        })
+    }
+
+    /// Views Python plain data as an `Input` tree (dict entries sorted by key).
+    fn input<'r>(&'r self, obj: &Bound<'py, PyAny>) -> Input<'r> {
+        // Most frequent types first: every check is a call under the limited API.
+        if let Ok(s) = obj.cast::<PyString>() {
+            self.str(s).map_or(Input::BadStr, Input::Str)
+        } else if let Ok(d) = obj.cast::<PyDict>() {
+            let mut entries: Vec<(&str, Input<'_>)> =
+                d.iter().map(|(k, v)| self.entry(&k, &v)).collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            Input::Dict(entries)
+        } else if let Ok(b) = obj.cast::<PyBool>() {
+            Input::Bool(b.is_true())
+        } else if let Ok(i) = obj.cast::<PyInt>() {
+            i.extract::<i64>().map_or(Input::BigInt, Input::Int)
+        } else if let Ok(l) = obj.cast::<PyList>() {
+            Input::List(l.iter().map(|x| self.input(&x)).collect())
+        } else if obj.is_none() {
+            Input::Null
+        } else if obj.cast::<PyFloat>().is_ok() {
+            Input::Float
+        } else if let Ok(t) = obj.cast::<PyTuple>() {
+            Input::List(t.iter().map(|x| self.input(&x)).collect())
+        } else {
+            Input::Other(type_name(obj))
+        }
+    }
+
+    fn entry<'r>(
+        &'r self,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+    ) -> (&'r str, Input<'r>) {
+        match key.cast::<PyString>().ok().and_then(|k| self.str(k)) {
+            Some(k) => (k, self.input(value)),
+            None => ("", Input::Other(format!("{} key", type_name(key)))),
+        }
+    }
+
+    /// A pool as an `Input`: its `devices` list read one device at a time as validation asks
+    /// for them (see `LazyList`), its `slices` with pauses between them.
+    fn pool<'r>(&'r self, pool: &Bound<'py, PyAny>) -> Input<'r> {
+        let Ok(d) = pool.cast::<PyDict>() else {
+            return self.input(pool);
+        };
+        // Collected first: a pause must not fall inside the iteration of a dict.
+        let members: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> = d.iter().collect();
+        let mut entries: Vec<(&str, Input<'_>)> = members
+            .iter()
+            .map(|(k, v)| {
+                let key = k.cast::<PyString>().ok().and_then(|k| self.str(k));
+                match (key, v.cast::<PyList>()) {
+                    (Some("devices"), Ok(list)) => {
+                        let list = LazyList {
+                            reader: self,
+                            list: list.clone(),
+                        };
+                        ("devices", Input::Lazy(Box::new(list)))
+                    }
+                    (Some("slices"), Ok(list)) => {
+                        let slices = list.iter().map(|slice| {
+                            let slice = self.input(&slice);
+                            self.pauses.pause_if_due();
+                            slice
+                        });
+                        ("slices", Input::List(slices.collect()))
+                    }
+                    _ => self.entry(k, v),
+                }
+            })
+            .collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         Input::Dict(entries)
-    } else if let Ok(b) = obj.cast::<PyBool>() {
-        Input::Bool(b.is_true())
-    } else if let Ok(i) = obj.cast::<PyInt>() {
-        i.extract::<i64>().map_or(Input::BigInt, Input::Int)
-    } else if let Ok(l) = obj.cast::<PyList>() {
-        Input::List(l.iter().map(|x| to_input(&x)).collect())
-    } else if obj.is_none() {
-        Input::Null
-    } else if obj.cast::<PyFloat>().is_ok() {
-        Input::Float
-    } else if let Ok(t) = obj.cast::<PyTuple>() {
-        Input::List(t.iter().map(|x| to_input(&x)).collect())
-    } else {
-        Input::Other(type_name(obj))
     }
 }
 
-/// A pool as an `Input`, its `devices` list read one device at a time (see `Items`).
-fn pool_input<'py>(pool: &Bound<'py, PyAny>) -> Input<'py> {
-    let Ok(d) = pool.cast::<PyDict>() else {
-        return to_input(pool);
-    };
-    let mut entries: Vec<(&str, Input<'_>)> = d
-        .iter()
-        .map(|(k, v)| {
-            match (
-                k.cast::<PyString>().ok().and_then(utf8),
-                v.cast_into::<PyList>(),
-            ) {
-                (Some("devices"), Ok(list)) => ("devices", Input::Lazy(Box::new(LazyList(list)))),
-                (_, Ok(list)) => entry(&k, list.as_any()),
-                (_, Err(e)) => entry(&k, e.into_inner().as_any()),
-            }
-        })
-        .collect();
-    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    Input::Dict(entries)
+/// A list converted one item at a time as validation asks for it, with pauses between items.
+struct LazyList<'r, 'py> {
+    reader: &'r Reader<'py>,
+    list: Bound<'py, PyList>,
 }
 
-struct LazyList<'py>(Bound<'py, PyList>);
-
-impl<'py> validate::Items<'py> for LazyList<'py> {
+impl<'r> validate::Items<'r> for LazyList<'r, '_> {
     fn count(&self) -> usize {
-        self.0.len()
+        self.list.len()
     }
-    // The item's strings stay valid after its handle is dropped: the list holds the item
-    // (see `utf8`).
-    fn item(&self, index: usize) -> Input<'py> {
-        self.0
-            .get_item(index)
-            .map_or(Input::Null, |item| to_input(&item))
-    }
-}
 
-fn entry<'py>(key: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> (&'py str, Input<'py>) {
-    match key.cast::<PyString>().ok().and_then(|k| utf8(k)) {
-        Some(k) => (k, to_input(value)),
-        None => ("", Input::Other(format!("{} key", type_name(key)))),
+    fn item(&self, index: usize) -> Input<'r> {
+        self.reader.pauses.pause_if_due();
+        // An item another thread removed during a pause reads as None.
+        self.list
+            .get_item(index)
+            .map_or(Input::Null, |item| self.reader.input(&item))
     }
 }
 
@@ -93,27 +227,6 @@ unsafe extern "C" {
         unicode: *mut pyo3::ffi::PyObject,
         size: *mut pyo3::ffi::Py_ssize_t,
     ) -> *const std::ffi::c_char;
-}
-
-/// The UTF-8 of a str without the temporary bytes object that abi3-py39's `to_cow` makes
-/// (the hot path reads tens of strings per device). None for lone surrogates.
-///
-/// The result outlives the `Bound` handle: it lives as long as the str object, which the
-/// containers the caller passed keep alive for the whole call. That holds because the GIL is
-/// kept (no `detach`) and no Python code runs while the tree is in use, so nothing can drop
-/// or mutate those containers meanwhile.
-fn utf8<'py>(s: &Bound<'py, PyString>) -> Option<&'py str> {
-    let mut size: pyo3::ffi::Py_ssize_t = 0;
-    // SAFETY: `s` is a live str; the UTF-8 buffer is cached in it and lives as long as it.
-    let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
-    if data.is_null() {
-        let _ = PyErr::take(s.py());
-        return None;
-    }
-    // SAFETY: CPython guarantees `size` bytes of valid UTF-8 at `data`.
-    Some(unsafe {
-        std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast::<u8>(), size as usize))
-    })
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -142,6 +255,10 @@ impl PyDesired {
             .pools
             .get(pool)
             .map_or(0, validate::DesiredPool::device_count)
+    }
+
+    fn changed_pools(&self, new: &PyDesired) -> Vec<String> {
+        plan::changed_pools(&self.0, &new.0)
     }
 }
 
@@ -280,7 +397,7 @@ impl PyPlan {
 
 /// Nesting the API never needs (a node selector, the deepest part, is 5 levels). Deeper
 /// input is not plain: the Python conversion refuses it with its path, before anything
-/// recursive (the interpreter's or `to_input`) could run out of stack on it.
+/// recursive (the interpreter's or `Reader::input`) could run out of stack on it.
 const MAX_PLAIN_DEPTH: usize = 32;
 
 /// Whether `obj` is JSON-shaped data of the exact built-in types, at most `MAX_PLAIN_DEPTH`
@@ -308,13 +425,18 @@ fn is_plain(obj: &Bound<'_, PyAny>, depth: usize) -> bool {
 }
 
 #[pyfunction]
-fn non_plain(items: &Bound<'_, PyList>) -> Vec<usize> {
-    items
+fn non_plain(py: Python<'_>, items: &Bound<'_, PyList>) -> PyResult<Vec<usize>> {
+    let pauses = Pauses::new(py);
+    let found = items
         .iter()
         .enumerate()
-        .filter(|(_, item)| !is_plain(item, 0))
+        .filter(|(_, item)| {
+            pauses.pause_if_due();
+            !is_plain(item, 0)
+        })
         .map(|(i, _)| i)
-        .collect()
+        .collect();
+    pauses.finish().map(|()| found)
 }
 
 #[pyfunction]
@@ -329,17 +451,23 @@ fn prepare_desired(
         .call_method0("items")?
         .try_iter()?
         .collect::<PyResult<_>>()?;
+    let reader = Reader::new(py);
     let mut entries = Vec::with_capacity(items.len());
     for item in &items {
         let (name, pool): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
-        entries.push(match name.cast::<PyString>().ok().and_then(|k| utf8(k)) {
-            Some(k) => (k, pool_input(&pool)),
-            None => entry(&name, &pool),
-        });
+        entries.push(
+            match name.cast::<PyString>().ok().and_then(|k| reader.str(k)) {
+                Some(k) => (k, reader.pool(&pool)),
+                None => reader.entry(&name, &pool),
+            },
+        );
+        reader.pauses.pause_if_due();
     }
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    // Not detached: the tree borrows strings from the Python objects (see `utf8`).
-    match validate::prepare_desired(&to_input(driver), &entries, max_slice_bytes) {
+    let result = validate::prepare_desired(&reader.input(driver), &entries, max_slice_bytes);
+    drop(entries);
+    reader.pauses.finish()?;
+    match result {
         Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Vec::new())),
         Err(errors) => Ok((None, errors)),
     }
@@ -400,6 +528,35 @@ fn decode_list(py: Python<'_>, data: &[u8]) -> PyResult<(String, Vec<PySliceReco
     Ok((version, records.into_iter().map(PySliceRecord).collect()))
 }
 
+/// Bytes of a list response decoded per release of the GIL: a few milliseconds of work.
+const FEED_BYTES: usize = 1 << 20;
+
+/// The informer's relist, fed from the response as it is read (see `decode::ListStream`).
+#[pyfunction]
+fn decode_list_chunks(
+    py: Python<'_>,
+    chunks: &Bound<'_, PyAny>,
+) -> PyResult<(String, Vec<PySliceRecord>)> {
+    let mut stream = decode::ListStream::default();
+    // Chunks are fed a batch at a time: releasing the GIL for each small chunk and taking it
+    // back at once would keep a waiting thread from ever getting it (see `Pauses`).
+    let mut batch = Vec::with_capacity(FEED_BYTES);
+    for chunk in chunks.try_iter()? {
+        batch.extend_from_slice(chunk?.cast::<PyBytes>()?.as_bytes());
+        if batch.len() >= FEED_BYTES {
+            py.detach(|| stream.feed(&batch));
+            batch.clear();
+        }
+    }
+    let (version, records) = py
+        .detach(|| {
+            stream.feed(&batch);
+            stream.finish()
+        })
+        .map_err(PyValueError::new_err)?;
+    Ok((version, records.into_iter().map(PySliceRecord).collect()))
+}
+
 #[pyfunction]
 fn decode_watch_event(
     py: Python<'_>,
@@ -431,6 +588,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_pool, m)?)?;
     m.add_function(wrap_pyfunction!(decode_slice, m)?)?;
     m.add_function(wrap_pyfunction!(decode_list, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_list_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(decode_watch_event, m)?)?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //!
 //! Comparison works on the canonical JSON cached in `DeviceEntry` and `Record`; request
 //! bodies are rendered only for the slices that are written.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::{Map, Value};
 
@@ -10,6 +10,18 @@ use crate::canonical::{self, Header};
 use crate::decode::Record;
 use crate::pack::{self, Item};
 use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
+
+/// The pools whose desired content differs from `old` to `new` (desired in only one of
+/// them, or different), sorted: an update needs to sync only those again.
+pub fn changed_pools(old: &Desired, new: &Desired) -> Vec<String> {
+    let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
+    let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| every || old.pools.get(*name) != new.pools.get(*name))
+        .cloned()
+        .collect()
+}
 
 /// The slices' owner: `(api_version, kind, name, uid)`.
 pub struct Owner {
@@ -89,6 +101,8 @@ struct SliceRef<'d> {
     indices: Vec<usize>,
     shared_counters: Option<&'d Value>,
     per_device_node_selection: bool,
+    partition_type_attribute: Option<&'d str>,
+    skip_node_operations: Option<&'d [String]>,
 }
 
 impl<'d> SliceRef<'d> {
@@ -111,6 +125,8 @@ fn desired_slices<'d>(
                     indices: (0..s.devices.len()).collect(),
                     shared_counters: s.shared_counters.as_ref(),
                     per_device_node_selection: s.per_device_node_selection,
+                    partition_type_attribute: s.partition_type_attribute.as_deref(),
+                    skip_node_operations: s.skip_node_operations.as_deref(),
                 })
                 .collect();
         }
@@ -148,6 +164,8 @@ fn desired_slices<'d>(
             indices,
             shared_counters: None,
             per_device_node_selection: false,
+            partition_type_attribute: None,
+            skip_node_operations: None,
         })
         .collect()
 }
@@ -310,6 +328,8 @@ pub fn plan_pool(
         count: count as i64,
         node_selection: Some(node_selection(s)),
         shared_counters: s.shared_counters.cloned(),
+        partition_type_attribute: s.partition_type_attribute.map(Value::from),
+        skip_node_operations: s.skip_node_operations.map(Value::from),
         owner_references: owner_refs.clone(),
         labels: record.and_then(|r| r.labels.clone()),
         annotations: record.and_then(|r| r.annotations.clone()),

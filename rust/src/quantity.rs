@@ -256,6 +256,21 @@ impl Quantity {
         let sign = if self.negative { "-" } else { "" };
         format!("{sign}{}e{}", self.mantissa, self.exponent)
     }
+
+    /// The value in nano units (Go rounds to them, so it is whole), kept within
+    /// `±limit` (a magnitude beyond it comes back as the bound, with its sign).
+    pub fn nano(&self, limit: i128) -> i128 {
+        let scale = u32::try_from((self.exponent + 9).clamp(0, 40)).unwrap_or(0);
+        let magnitude = i128::try_from(self.mantissa)
+            .ok()
+            .and_then(|m| m.checked_mul(10i128.checked_pow(scale)?))
+            .map_or(limit, |m| m.min(limit));
+        if self.negative {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
 }
 
 /// Go's int64 path: few enough digits and no sub-nano fraction; also decides the string cache.

@@ -104,6 +104,7 @@ def test_invalid_devices_list_every_problem_with_its_path(
     path.write_text(
         "pools:\n"
         "  p:\n"
+        "    allNodes: true\n"
         "    devices:\n"
         "      - name: Not_A_Label\n"
         "      - name: ok\n"

@@ -154,6 +154,37 @@ def test_pools_no_longer_in_the_file_are_deleted(
     assert [s["spec"]["pool"]["name"] for s in slices(resource_api, driver)] == ["keep"]
 
 
+def test_publish_once_exits_in_sync_when_another_writer_did_part_of_the_work(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    kubeconfig: str,
+    resource_api: kubernetes.client.ResourceV1Api,
+    driver: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "pools.yaml"
+    two = {"pools": {"a": {"devices": [{"name": "a"}]}, "b": {"devices": [{"name": "b"}]}}}
+    path.write_text(yaml.safe_dump(two))
+    planned_writes = cli.Publisher._planned_writes
+
+    def and_then_another_writer(publisher: Any, client: Any, loaded: Any, owner: Any) -> int:
+        # Between the count of the writes needed and the controller's start, someone else
+        # (another publish of the same FILE) creates one of the slices, exactly as wanted.
+        planned: int = planned_writes(publisher, client, loaded, owner)
+        [body] = cli.first_plans(loaded, None)[0].creates
+        resource_api.create_resource_slice(json.loads(body), _preload_content=False)
+        return planned
+
+    monkeypatch.setattr(cli.Publisher, "_planned_writes", and_then_another_writer)
+    publish = ["publish", str(path), "--driver", driver, "--all-nodes", "--once"]
+    code, out, err = run(capsys, *publish, "--kubeconfig", kubeconfig, "--timeout", "30")
+    # In sync after one create of the two planned: done, not waiting for the timeout.
+    assert (code, err) == (0, "")
+    assert "2 writes needed" in out
+    assert "1 create, 0 updates, 0 deletes" in out
+    assert sorted(s["spec"]["pool"]["name"] for s in slices(resource_api, driver)) == ["a", "b"]
+
+
 def test_missing_node_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], kubeconfig: str, driver: str
 ) -> None:

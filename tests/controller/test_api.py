@@ -61,6 +61,7 @@ def test_model_objects_become_rest_json() -> None:
                 ]
             },
             "allNodes": False,
+            "nodeName": None,
             "generation": 0,
         }
     }
@@ -79,6 +80,8 @@ def test_model_objects_nested_in_dicts_and_explicit_slices() -> None:
                                 {"name": "a", "capacity": {"m": k8s.V1DeviceCapacity(value="1")}}
                             ],
                             per_device_node_selection=True,
+                            partition_type_attribute="gpu.example.com/profile",
+                            skip_node_operations=("NodeUnprepareResources",),
                         ),
                     ],
                     all_nodes=True,
@@ -96,11 +99,15 @@ def test_model_objects_nested_in_dicts_and_explicit_slices() -> None:
             "devices": [],
             "sharedCounters": [{"name": "mem", "counters": {"m": {"value": "8Gi"}}}],
             "perDeviceNodeSelection": None,
+            "partitionTypeAttribute": None,
+            "skipNodeOperations": None,
         },
         {
             "devices": [{"name": "a", "capacity": {"m": {"value": "1"}}}],
             "sharedCounters": None,
             "perDeviceNodeSelection": True,
+            "partitionTypeAttribute": "gpu.example.com/profile",
+            "skipNodeOperations": ["NodeUnprepareResources"],
         },
     ]
 
@@ -111,7 +118,7 @@ def test_desired_state_does_not_follow_later_changes_of_the_callers_data(
 ) -> None:
     attrs = {"model": {"string": "a"}}
     devices = [{"name": "a", "attributes": attrs}]
-    pools, _ = to_plain_pools(rs.DriverResources(pools={"p": rs.Pool(devices=devices)}))
+    pools, _ = to_plain_pools(rs.DriverResources(pools={"p": rs.Pool(devices=devices)}), "n1")
     # Plain device dicts are shared, not copied (memory); the core renders its own copy.
     assert pools["p"]["devices"][0] is devices[0]
     desired, errors = core.prepare_desired("d.example.com", pools, 1 << 20)

@@ -9,13 +9,20 @@ import resourceslice as rs
 
 def test_inactive_controller_validates_only() -> None:
     devices = [{"name": "dev-0"}]
+    everywhere = {"all_nodes": True}
     with rs.start_controller(
-        None, driver="gpu.example.com", resources=rs.DriverResources({"p": rs.Pool(devices)})
+        None,
+        driver="gpu.example.com",
+        resources=rs.DriverResources({"p": rs.Pool(devices, **everywhere)}),
     ) as ctrl:
         with pytest.raises(rs.ValidationError) as info:
-            ctrl.update(rs.DriverResources({"p": rs.Pool(devices=[{"name": "a"}, {"name": "a"}])}))
-        assert info.value.errors == ['pools["p"].devices[1].name: duplicate device name "a"']
-        ctrl.update(rs.DriverResources({"p": rs.Pool(devices=[{"name": "b"}])}))
+            ctrl.update(rs.DriverResources({"p": rs.Pool([{"name": "a"}, {"name": "a"}])}))
+        assert info.value.errors == [
+            'pools["p"]: no node selection: a Node owner, nodeSelector, allNodes, or slices '
+            "with perDeviceNodeSelection is required",
+            'pools["p"].devices[1]: duplicate device name "a"',
+        ]
+        ctrl.update(rs.DriverResources({"p": rs.Pool(devices=[{"name": "b"}], **everywhere)}))
         assert not ctrl.wait_synced(0)
         assert ctrl.stats() == rs.Stats()
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes.client
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._apiversion import ResourceSliceAPI, SliceVersion
-from resourceslice.informer import SliceInformer, field_selector
+from resourceslice import informer as informer_module
+from resourceslice.informer import Backoff, SliceInformer, field_selector
 from resourceslice.store import SliceStore
 from resourceslice.testing import wait_until
 
@@ -99,34 +101,29 @@ class FakeApi:
             return [c["resource_version"] for c in self.calls if c.get("watch")]
 
 
-class ScriptedSlices(ResourceSliceAPI):
-    """The informer's requests, in v1 (no discovery), answered by a FakeApi."""
-
-    def __init__(self, api: FakeApi) -> None:
-        super().__init__(None)  # type: ignore[arg-type]  # no client: requests go to api
-        self._current = SliceVersion("v1")
-        self.api = api
-
-    def _generated(self, version: SliceVersion) -> Any:
-        return self.api
+#: Retries within milliseconds: these tests script failures, not a real server to spare.
+FAST = (0.001, 0.004)
 
 
 class Harness:
-    def __init__(self, api: FakeApi, only_pool: str | None = None) -> None:
+    def __init__(
+        self, api: FakeApi, only_pool: str | None = None, backoff: Backoff | None = None
+    ) -> None:
         self.api = api
         self.store = SliceStore()
         self.changes: list[tuple[str | None, str | None]] = []
         self.errors: list[BaseException] = []
         self.lock = threading.Lock()
         self.informer = SliceInformer(
-            None,  # type: ignore[arg-type]  # requests go to the ScriptedSlices
+            None,  # type: ignore[arg-type]  # no client: the scripted api answers
             driver="d.example.com",
             selector="spec.driver=d.example.com",
             store=self.store,
             on_change=self.on_change,
             on_error=lambda exc, msg: self.errors.append(exc),
             only_pool=only_pool,
-            slices=ScriptedSlices(api),
+            api=api,
+            backoff=backoff or Backoff(*FAST),
         )
         self.informer.start()
         assert self.informer.wait_synced(10)
@@ -261,4 +258,136 @@ def test_stop_ends_a_blocked_watch(stop_all: list[Harness]) -> None:
     wait_until(lambda: len(h.api.calls) == 2)
     h.informer.stop(timeout=10)
     assert watch.aborted.is_set()
-    assert not h.informer._thread.is_alive()
+    assert not h.informer.alive
+
+
+def test_backoff_doubles_with_jitter_up_to_its_cap_and_resets() -> None:
+    backoff = Backoff(1.0, 8.0)
+    delays = [backoff.next_delay() for _ in range(6)]
+    for delay, base in zip(delays, [1, 2, 4, 8, 8, 8]):
+        assert base <= delay < 2 * base
+    backoff.reset()
+    assert 1.0 <= backoff.next_delay() < 2.0
+
+
+class RecordingBackoff(Backoff):
+    def __init__(self) -> None:
+        super().__init__(*FAST)
+        self.delays: list[float] = []
+
+    def next_delay(self) -> float:
+        delay = super().next_delay()
+        self.delays.append(delay)
+        return delay
+
+
+def test_an_empty_watch_backs_off_and_one_with_events_resets(stop_all: list[Harness]) -> None:
+    initial = FAST[0]
+    empty = [FakeResponse([], then="end") for _ in range(3)]
+    with_event = FakeResponse([bookmark("11")], then="end")
+    backoff = RecordingBackoff()
+    api = FakeApi([list_body("10")], [*empty[:2], with_event, empty[2]])
+    h = Harness(api, backoff=backoff)
+    stop_all.append(h)
+    wait_until(lambda: len(api.watch_versions()) == 5)  # the fifth blocks
+    # Two empty watches: two growing delays; the bookmark resets, so the next empty one
+    # waits the initial delay again (and the watch that delivered resumed at once).
+    assert len(backoff.delays) == 3
+    first, second, after_reset = backoff.delays
+    assert initial <= first < 2 * initial
+    assert 2 * initial <= second < 4 * initial
+    assert initial <= after_reset < 2 * initial
+    assert api.watch_versions() == ["10", "10", "10", "11", "11"]
+
+
+class ClosingServer(http.server.ThreadingHTTPServer):
+    """Answers a list with no slices and ends every watch at once, without an event.
+
+    What an apiserver that is shutting down, or a proxy that closes idle streams, does.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ClosingHandler)
+        self.lock = threading.Lock()
+        self.watches = 0
+
+
+class _ClosingHandler(http.server.BaseHTTPRequestHandler):
+    server: ClosingServer
+
+    def do_GET(self) -> None:
+        watch = "watch=true" in self.path.lower()
+        body = b"" if watch else list_body("10")
+        if watch:
+            with self.server.lock:
+                self.server.watches += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_server_that_ends_every_watch_at_once_gets_few_requests() -> None:
+    server = ClosingServer()
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    config = kubernetes.client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+    client = kubernetes.client.ApiClient(config)
+    informer = SliceInformer(
+        client,
+        driver="d.example.com",
+        selector="spec.driver=d.example.com",
+        store=SliceStore(),
+        on_change=lambda old, new: None,
+        on_error=lambda exc, msg: None,
+    )
+    try:
+        informer.start()
+        assert informer.wait_synced(10)
+        # A window, not a synchronisation: count what the informer does in it. Without a
+        # backoff it sent hundreds of thousands of watches a second; with client-go's (0.8 s
+        # doubling, jittered up to twice that) at most three start within two seconds.
+        threading.Event().wait(2.0)
+        with server.lock:
+            watches = server.watches
+        assert 1 <= watches <= 3
+    finally:
+        informer.stop()
+        server.shutdown()
+        server.server_close()
+        client.close()
+
+
+class CorePanic(BaseException):
+    """Stands in for PyO3's PanicException: a BaseException, not an Exception."""
+
+
+def test_a_panic_in_the_core_is_reported_and_the_informer_recovers(
+    stop_all: list[Harness], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = informer_module.core
+    lists = 0
+
+    class PanicsOnce:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def decode_list(self, data: bytes) -> Any:
+            nonlocal lists
+            lists += 1
+            if lists == 1:
+                raise CorePanic("called `Option::unwrap()` on a `None` value")
+            return real.decode_list(data)
+
+    monkeypatch.setattr(informer_module, "core", PanicsOnce())
+    api = FakeApi([list_body("10"), list_body("12", slice_obj("a", "p", "11"))], [])
+    h = Harness(api)  # waits for the sync, which only the second list brings
+    stop_all.append(h)
+    assert [type(e) for e in h.errors] == [CorePanic]
+    assert h.names() == {"a": "11"}
+    assert h.informer.alive

@@ -127,3 +127,18 @@ def test_write_the_informer_already_delivered_is_not_kept(clock: FakeClock) -> N
         Rec("s2", "p", "12"),
         Rec("s3", "p", "13"),
     ]
+
+
+def test_a_write_whose_object_the_watch_already_showed_deleted_is_not_cached(
+    cache: MutationCache,
+) -> None:
+    # kubernetes#140011: an update, at once a delete by someone else, and the watch delivers
+    # that delete before the update's response is stored. The response must not bring the
+    # slice back to life for the next sync (which would then not recreate it).
+    cache.observed(Rec("s1", "p", "12"), deleted=True)  # type: ignore[arg-type]
+    cache.stored(Rec("s1", "p", "11"))  # type: ignore[arg-type]
+    assert merge(cache, "p") == []
+    assert cache.expires_in("p") is None
+    # A new object of that name (another uid) written later is cached as usual.
+    cache.stored(Rec("s1", "p", "13", uid="uid-new"))  # type: ignore[arg-type]
+    assert merge(cache, "p") == [Rec("s1", "p", "13", uid="uid-new")]

@@ -4,6 +4,7 @@ import threading
 
 import pytest
 
+from resourceslice.testing import wait_until
 from resourceslice.workqueue import ExponentialBackoff, TokenBucket, WorkQueue
 
 from .fakes import FakeClock
@@ -171,5 +172,97 @@ def test_blocked_get_wakes_for_an_add(queue: WorkQueue[str]) -> None:
     assert got == ["a"]
 
 
-def test_get_times_out(queue: WorkQueue[str]) -> None:
-    assert queue.get(timeout=0.01) is None
+def test_get_times_out() -> None:
+    assert WorkQueue[str]().get(timeout=0.01) is None
+
+
+def test_get_times_out_on_the_queue_clock(queue: WorkQueue[str], clock: FakeClock) -> None:
+    got: list[str | None] = []
+    taker = threading.Thread(target=lambda: got.append(queue.get(timeout=100)))
+    taker.start()
+
+    def moved_past_the_deadline() -> bool:
+        # Time passes on the queue's clock only; the add wakes the taker to look at it.
+        clock.advance(100)
+        queue.add_after("later", 1e9)
+        return not taker.is_alive()
+
+    wait_until(moved_past_the_deadline, 10)
+    assert got == [None]
+
+
+def test_add_spaced_forgets_items_whose_interval_is_over(
+    queue: WorkQueue[str], clock: FakeClock
+) -> None:
+    # Pools come and go (a name per node, per generation of hardware): what add_spaced
+    # remembers of each must not outlive its interval for long.
+    for i in range(10_000):
+        queue.add_spaced(f"pool-{i}", 1.0)
+        assert queue.get(timeout=0) == f"pool-{i}"
+        queue.done(f"pool-{i}")
+        clock.advance(0.5)
+    assert queue.spaced() <= 130
+
+
+def test_one_item_is_never_processed_by_two_workers_at_once() -> None:
+    queue: WorkQueue[int] = WorkQueue()
+    lock = threading.Lock()
+    active: set[int] = set()
+    overlaps: list[int] = []
+    processed = 0
+
+    def work() -> None:
+        nonlocal processed
+        while (item := queue.get()) is not None:
+            with lock:
+                if item in active:
+                    overlaps.append(item)
+                active.add(item)
+            # Adds of the item being processed, from elsewhere, while it is processed.
+            queue.add(item)
+            threading.Event().wait(0.0005)
+            with lock:
+                active.discard(item)
+                processed += 1
+            queue.done(item)
+
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for _ in range(200):
+        for item in range(3):
+            queue.add(item)
+    wait_until(lambda: processed >= 600, 30)
+    queue.shutdown()
+    for worker in workers:
+        worker.join(10)
+    assert overlaps == []
+
+
+def test_wait_idle_waits_for_delayed_and_processing_items(
+    queue: WorkQueue[str], clock: FakeClock
+) -> None:
+    queue.add_after("a", 5)
+    assert not queue.wait_idle(0)
+    clock.advance(5)
+    assert queue.get(timeout=0) == "a"
+    assert not queue.wait_idle(0)  # being processed
+    idle = threading.Thread(target=lambda: results.append(queue.wait_idle(10)))
+    results: list[bool] = []
+    idle.start()
+    queue.done("a")
+    idle.join(10)
+    assert results == [True]
+    queue.shutdown()
+    assert not queue.wait_idle(0)
+
+
+def test_processing_an_item_serves_its_delayed_add(queue: WorkQueue[str], clock: FakeClock) -> None:
+    # E.g. the re-check of a write the TTL later: a sync that runs first sees everything up
+    # to now, and queues the re-check again if it is still needed.
+    queue.add_after("a", 60)
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    assert queue.pending_after("a") is None
+    queue.done("a")
+    assert queue.wait_idle(0)

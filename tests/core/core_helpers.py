@@ -16,11 +16,14 @@ _names = itertools.count()
 
 
 def pool(devices: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
+    """A plain pool; on node-1 (a Node owner's) unless ``kw`` selects nodes otherwise."""
+    selects = {"allNodes", "nodeSelector", "nodeName"} & kw.keys()
     return {
         "devices": devices,
         "slices": None,
         "nodeSelector": None,
         "allNodes": False,
+        "nodeName": None if selects else "node-1",
         "generation": 0,
         **kw,
     }

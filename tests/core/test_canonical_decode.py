@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -157,3 +158,202 @@ def test_malformed_events_raise(core: ModuleType) -> None:
             core.decode_watch_event(data)
     with pytest.raises(ValueError):
         core.decode_list(b'{"items": 3}')
+
+
+def _item(name: str, devices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A list item as the apiserver serialises it, with fields the decoder must skip."""
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": f"1{len(name)}",
+            "creationTimestamp": "2026-01-02T03:04:05Z",
+            "labels": {"a": "b"},
+            "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {".": {}}}}],
+        },
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": "p", "generation": 2, "resourceSliceCount": 3},
+            "nodeName": "n1",
+            "devices": devices,
+            "futureField": [1, {"x": None}],
+        },
+        "status": {"unknown": True},
+        **extra,
+    }
+
+
+def _fields(rec: Any) -> tuple[Any, ...]:
+    return (
+        rec.name,
+        rec.uid,
+        rec.resource_version,
+        rec.driver,
+        rec.pool,
+        rec.generation,
+        rec.resource_slice_count,
+        rec.node_name,
+        rec.device_names,
+    )
+
+
+def _list(items: Any, **members: Any) -> bytes:
+    return json.dumps(
+        {
+            "kind": "ResourceSliceList",
+            "apiVersion": "resource.k8s.io/v1",
+            "metadata": {"resourceVersion": "99", "continue": ""},
+            "items": items,
+            **members,
+        }
+    ).encode()
+
+
+def test_decode_list_equals_decoding_each_item(core: ModuleType) -> None:
+    devices = [
+        {"name": "plain"},
+        {
+            "name": "full",
+            "attributes": {"index": {"int": 3}, "model": {"string": "é\u2028<&>"}},
+            "capacity": {"memory": {"value": "1Gi"}, "cores": {"value": 8}},
+            "taints": [{"key": "k", "effect": "NoSchedule", "timeAdded": "2026-01-02T03:04:05Z"}],
+            "unknownField": {"nested": [1.5, None, True]},
+        },
+    ]
+    items = [
+        _item(f"s-{i}", [{**d, "name": f"{d['name']}-{i}"} for d in devices]) for i in range(300)
+    ]
+    items += [
+        _item("empty", []),
+        _item("no-devices", []) | {"spec": {"pool": {"name": "q"}}},
+        _item("shared", [], kind="ResourceSlice")
+        | {
+            "spec": {
+                "driver": DRIVER,
+                "pool": {"name": "p"},
+                "sharedCounters": [{"name": "c", "counters": {"m": {"value": "1Gi"}}}],
+            }
+        },
+    ]
+    version, records = core.decode_list(_list(items))
+    singles = [core.decode_slice(json.dumps(item).encode()) for item in items]
+    events = [
+        core.decode_watch_event(json.dumps({"type": "ADDED", "object": item}).encode())[1]
+        for item in items
+    ]
+    assert version == "99"
+    for others in (singles, events):
+        assert [_fields(r) for r in records] == [_fields(s) for s in others]
+        assert all(r.same_content(s) and s.same_content(r) for r, s in zip(records, others))
+    assert records[0].device_names == ["plain-0", "full-0"]
+    if hasattr(records[0], "device_jsons"):  # the pure-Python core shows its canonical JSON
+        assert [(r.device_jsons, r.header) for r in records] == [
+            (s.device_jsons, s.header) for s in singles
+        ]
+
+
+_SHAPES = [
+    (_list([]), "99", []),
+    (_list(None), "99", []),
+    (b'{"kind": "ResourceSliceList"}', "", []),
+    (b"{}", "", []),
+    (b'{"metadata": null, "items": []}', "", []),
+    (b'{"metadata": {"resourceVersion": 5}}', "", []),
+    # Whitespace anywhere, escaped keys, unknown members before and after the items.
+    (
+        b' \n{ "extra" : [ {"items": 1} ] , "it\\u0065ms" :\t[ '
+        + json.dumps(_item("a", [{"name": "d"}])).encode()
+        + b' ] , "metadata" : { "resourceVersion" : "7" } , "more": {"a": [[]]} }\r\n',
+        "7",
+        ["a"],
+    ),
+    # A repeated member: the last one counts, as json.loads and a JSON object keep it.
+    (
+        b'{"items": [null], "metadata": {"resourceVersion": "1"}, "items": '
+        + json.dumps([_item("b", [])]).encode()
+        + b', "metadata": {"resourceVersion": "2"}}',
+        "2",
+        ["b"],
+    ),
+    (b'{"kind": "Nope", "kind": "ResourceSliceList"}', "", []),
+]
+
+
+@pytest.mark.parametrize(("data", "version", "names"), _SHAPES)
+def test_decode_list_shapes(core: ModuleType, data: bytes, version: str, names: list[str]) -> None:
+    got_version, records = core.decode_list(data)
+    assert (got_version, [r.name for r in records]) == (version, names)
+
+
+_PROBLEMS = [
+    (b"[]", "a ResourceSliceList must be a JSON object"),
+    (b"null", "a ResourceSliceList must be a JSON object"),
+    (b'"x"', "a ResourceSliceList must be a JSON object"),
+    (b'{"kind": "ResourceSlice"}', 'expected kind ResourceSliceList, got "ResourceSlice"'),
+    (b'{"kind": 3}', "expected kind ResourceSliceList, got 3"),
+    (b'{"items": 3}', "items is not a list"),
+    (b'{"items": "x"}', "items is not a list"),
+    (b'{"items": {"a": [1]}}', "items is not a list"),
+    (b'{"items": [null]}', "a ResourceSlice must be a JSON object"),
+    (b'{"items": [{"metadata": {"name": "x"}}, null]}', "x: missing spec"),
+    # The kind is checked before the items, whatever their order in the document.
+    (b'{"items": [null], "kind": "Pod"}', 'expected kind ResourceSliceList, got "Pod"'),
+    # A syntax error anywhere comes first, even after a bad item.
+    (b'{"items": [null, {"a": 1,}]}', "not a JSON document"),
+    (b'{"items": [null], "x": [1 2]}', "not a JSON document"),
+    (b"[1, 2] x", "not a JSON document"),
+    (b'{"items": []} {}', "not a JSON document"),
+    (b'{"items": [],}', "not a JSON document"),
+    (b'{"items": [{"metadata": {}},]}', "not a JSON document"),
+    (b'{"items" [] }', "not a JSON document"),
+    (b'{"items": [] "kind": "x"}', "not a JSON document"),
+    (b'{"items": [], 1: 2}', "not a JSON document"),
+    (b'{"items": ["\xff"]}', "not a JSON document"),
+    (b'{"items": [', "not a JSON document"),
+    (b"", "not a JSON document"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), _PROBLEMS)
+def test_decode_list_problems(core: ModuleType, data: bytes, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        core.decode_list(data)
+    assert str(info.value).startswith(message)
+
+
+def _outcome(decode: Any) -> tuple[Any, ...]:
+    """What a decode gave: its fields, or its error (syntax errors alike whatever the text)."""
+    try:
+        version, records = decode()
+    except ValueError as exc:
+        message = str(exc)
+        return ("error", "not a JSON document" if "not a JSON document" in message else message)
+    return ("ok", version, [_fields(r) for r in records])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1 << 20])
+def test_decode_list_chunks_gives_what_decode_list_gives(core: ModuleType, size: int) -> None:
+    documents = [data for data, *_ in _SHAPES + _PROBLEMS]
+    documents += [
+        _list([_item(f"s-{i}", [{"name": "d", "x": '"]}[{,'}]) for i in range(40)]),
+        _list([_item("a", []), None, _item("b", [])]),
+        b'{"items": [{"metadata": {"name": "x"}}, 3, {"a": "\\u005d]"}], "kind": "Pod"}',
+        b'{"items": [] , "items" : 3}',
+        b'{"items": [{"metadata": {}}], "items": null}',
+        b'{"items": [1,,2]}',
+        b'{"items": [1 2]}',
+        b'{"items": [1]]}',
+        b'{"items": [1}',
+        b'{"items": [[1, "]"], {"a": "\\"}]}',
+        b'{"items": [',
+        b'{"items": [1',
+        b'{"items": [1,',
+        b'{"items"',
+        b'{"items":',
+        b"{",
+    ]
+    for data in documents:
+        chunks = [data[i : i + size] for i in range(0, len(data), size)]
+        assert _outcome(partial(core.decode_list_chunks, iter(chunks))) == _outcome(
+            partial(core.decode_list, data)
+        ), data

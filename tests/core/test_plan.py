@@ -204,3 +204,43 @@ def test_labels_and_annotations_are_echoed_on_update(core: ModuleType) -> None:
         "labels": {"team": "x"},
         "annotations": {"note": "y"},
     }
+
+
+def test_changed_pools_are_those_whose_content_differs(core: ModuleType) -> None:
+    base = {
+        "same": pool(devices(3, capacity={"memory": {"value": "1Gi"}})),
+        "edited": pool(devices(3)),
+        "removed": pool(devices(1)),
+        "regenerated": pool(devices(1)),
+        "reselected": pool(devices(1), allNodes=True),
+    }
+    old = prepare(core, base)
+    new = prepare(
+        core,
+        {
+            **{k: v for k, v in base.items() if k != "removed"},
+            # The same devices given in another spelling are the same content.
+            "same": pool(devices(3, capacity={"memory": {"value": "1024Mi"}})),
+            "edited": pool([*devices(2), {"name": "dev-2", "attributes": {"index": {"int": -1}}}]),
+            "regenerated": pool(devices(1), generation=5),
+            "reselected": pool(
+                devices(1),
+                nodeSelector={
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["n"]}
+                            ]
+                        }
+                    ]
+                },
+            ),
+            "added": pool([]),
+        },
+    )
+    changed = ["added", "edited", "regenerated", "removed", "reselected"]
+    assert old.changed_pools(new) == changed
+    assert new.changed_pools(old) == changed
+    assert old.changed_pools(old) == []
+    # Another byte budget packs every pool differently.
+    assert old.changed_pools(prepare(core, base, 4096 + 3 * 60)) == sorted(base)

@@ -49,13 +49,13 @@ class ControllerEnv:
         client = self.cluster.api_client(self.user)
         self._clients.append(client)
         self.counter = RequestCounter(client)
-        self._client = client
+        self.client = client  # what the next controller talks through
         return self.counter
 
     def start(self, resources: rs.DriverResources, **kwargs: Any) -> rs.Controller:
         kwargs.setdefault("sync_delay", 1.0)
         kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
-        ctrl = rs.start_controller(self._client, driver=self.driver, resources=resources, **kwargs)
+        ctrl = rs.start_controller(self.client, driver=self.driver, resources=resources, **kwargs)
         self._controllers.append(ctrl)
         return ctrl
 
@@ -71,10 +71,16 @@ class ControllerEnv:
     def restart(
         self, ctrl: rs.Controller, resources: rs.DriverResources, **kw: Any
     ) -> rs.Controller:
-        """Stop ``ctrl``, start a new one (new client, new counter) and wait for its sync."""
+        """Stop ``ctrl``, start a new one (new client, new counter) and wait until it is idle.
+
+        Idle, not just synced: the informer's first events schedule a resync ``sync_delay``
+        later, and "a restart makes no writes" must include what that resync does.
+        """
         ctrl.stop()
         self.new_counter()
-        return self.start_synced(resources, **kw)
+        started = self.start_synced(resources, **kw)
+        assert started.wait_idle(SYNC_TIMEOUT), self.errors
+        return started
 
     def slices(self, pool: str | None = None) -> list[dict[str, Any]]:
         response = self.api.list_resource_slice(
@@ -134,7 +140,19 @@ def env_fixture(
 
 
 def pools(**by_name: rs.Pool) -> rs.DriverResources:
-    """``DriverResources`` from keyword pools; deep-copied so tests can keep editing theirs."""
+    """``DriverResources`` from keyword pools, deep-copied so tests can keep editing theirs,
+    for a controller without a Node owner: a pool that selects no nodes itself is published
+    on all nodes (the controller has no default)."""
+    copied = copy.deepcopy(by_name)
+    for pool in copied.values():
+        per_device = any(s.per_device_node_selection for s in pool.slices or ())
+        if pool.node_selector is None and not per_device:
+            pool.all_nodes = True
+    return rs.DriverResources(pools=copied)
+
+
+def node_pools(**by_name: rs.Pool) -> rs.DriverResources:
+    """Like ``pools``, for a Node owner: its pools are on its node."""
     return rs.DriverResources(pools=copy.deepcopy(by_name))
 
 

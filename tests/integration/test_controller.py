@@ -26,6 +26,7 @@ from .controller_env import (
     device,
     devices_of,
     env_fixture,  # noqa: F401  (the env fixture)
+    node_pools,
     pools,
 )
 
@@ -211,7 +212,7 @@ def node(env: ControllerEnv) -> Any:
 def test_node_owner_uid_lookup(env: ControllerEnv, node: dict[str, Any]) -> None:
     name = node["metadata"]["name"]
     owner = rs.Owner(api_version="v1", kind="Node", name=name)
-    env.start_synced(pools(**{name: rs.Pool(devices=[device(0)])}), owner=owner)
+    env.start_synced(node_pools(**{name: rs.Pool(devices=[device(0)])}), owner=owner)
     [published] = env.slices()
     # Index, driver, owner, cut to 53 characters, then the hash.
     assert published["metadata"]["name"][:-10] == f"00000-{env.driver}-{name}-"[:53]
@@ -245,7 +246,7 @@ def test_name_taken_by_a_slice_it_cannot_see(env: ControllerEnv) -> None:
             },
         }
     )
-    env.start(pools(**{"node-a": rs.Pool(devices=[device(0)])}), owner=owner)
+    env.start(node_pools(**{"node-a": rs.Pool(devices=[device(0)])}), owner=owner)
     wait_until(
         lambda: any(
             isinstance(e, rs.SliceExistsError) and e.slice_names == [name] for e, _ in env.errors
@@ -333,6 +334,54 @@ def test_partitionable_devices(env: ControllerEnv) -> None:
     assert env.errors == []
 
 
+def test_mig_style_partitions(env: ControllerEnv) -> None:
+    """A partitioned GPU as drivers publish it: DNS-label counter names (memory-slice-N),
+    compatibility groups, the partition type attribute, skipped node operations. The server
+    accepts it as the controller does, and a restart writes nothing."""
+    slices = [f"memory-slice-{i}" for i in range(4)]
+    gpu = {"name": "gpu-0", "counters": {s: {"value": "10Gi"} for s in slices}}
+    gpu["counters"]["multiprocessors"] = {"value": "4"}
+
+    def partition(name: str, profile: str, used: list[str], group: str) -> dict[str, Any]:
+        counters = {s: {"value": "10Gi"} for s in used}
+        counters["multiprocessors"] = {"value": str(len(used))}
+        return {
+            "name": name,
+            "attributes": {"profile": {"string": profile}},
+            "consumesCounters": [
+                {"counterSet": "gpu-0", "counters": counters, "compatibilityGroups": [group]}
+            ],
+        }
+
+    partitions = [
+        partition("gpu-0-mig-1g-0", "1g", slices[:1], "small"),
+        partition("gpu-0-mig-1g-1", "1g", slices[1:2], "small"),
+        partition("gpu-0-mig-2g-0", "2g", slices[:2], "large"),
+        partition("gpu-0-full", "4g", slices, "large"),
+    ]
+    resources = pools(
+        p=rs.Pool(
+            slices=[
+                rs.Slice(shared_counters=[gpu]),
+                rs.Slice(
+                    devices=partitions,
+                    partition_type_attribute=f"{env.driver}/profile",
+                    skip_node_operations=["NodeUnprepareResources"],
+                ),
+            ]
+        )
+    )
+    ctrl = env.start_synced(resources)
+    counter_slice, device_slice = env.slices()
+    assert counter_slice["spec"]["sharedCounters"] == [gpu]
+    assert devices_of(device_slice) == partitions
+    assert device_slice["spec"]["partitionTypeAttribute"] == f"{env.driver}/profile"
+    assert device_slice["spec"]["skipNodeOperations"] == ["NodeUnprepareResources"]
+    env.restart(ctrl, resources)
+    assert env.counter.writes() == {}
+    assert env.errors == []
+
+
 def test_binding_conditions(env: ControllerEnv) -> None:
     dev = device(
         0,
@@ -371,7 +420,7 @@ def test_invalid_input_rejected_and_old_state_kept(env: ControllerEnv) -> None:
     with pytest.raises(rs.ValidationError) as info:
         ctrl.update(bad)
     assert len(info.value.errors) >= 2
-    assert any(e.startswith('pools["p"].devices[1].name') for e in info.value.errors)
+    assert any(e.startswith('pools["p"].devices[1]: duplicate') for e in info.value.errors)
     assert any(e.startswith('pools["p"].devices[2].name') for e in info.value.errors)
     assert ctrl.wait_synced(SYNC_TIMEOUT)
     assert env.counter.writes() == {}
@@ -383,23 +432,63 @@ def test_invalid_input_rejected_and_old_state_kept(env: ControllerEnv) -> None:
 
 
 def test_server_rejection_reported_other_pools_publish(env: ControllerEnv) -> None:
-    bogus = {
-        "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "rack", "operator": "Bogus", "values": ["r1"]}]}
-        ]
-    }
-    ctrl = env.start(
-        pools(
-            good=rs.Pool(devices=[device(0)]), bad=rs.Pool(devices=[device(1)], node_selector=bogus)
-        )
+    """A refusal only the server can make (here an admission policy; the controller checks
+    everything the API's validation checks) goes to the error handler; other pools publish."""
+    admission = kubernetes.client.AdmissionregistrationV1Api(env.admin)
+    name = env.driver.split(".")[0] + "-refuse-bad"
+    admission.create_validating_admission_policy(
+        body={
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["resource.k8s.io"],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["resourceslices"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": f"object.spec.driver != '{env.driver}'"
+                        " || object.spec.pool.name != 'bad'",
+                        "message": "pool bad is refused",
+                    }
+                ],
+            },
+        }
     )
-    wait_until(lambda: env.slices("good") and env.errors)
-    exc, message = env.errors[0]
-    assert isinstance(exc, ApiException) and exc.status == 422
-    assert "'bad'" in message
-    assert env.slices("bad") == []
-    # The failing pool keeps the controller from being in sync.
-    assert not ctrl.wait_synced(0.5)
+    admission.create_validating_admission_policy_binding(
+        body={
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]},
+        }
+    )
+    try:
+        probe = env.slice_body("probe-", "bad", 1, 1, allNodes=True)
+
+        def enforced() -> bool:
+            try:
+                env.api.create_resource_slice(probe, dry_run="All", _preload_content=False)
+            except ApiException as exc:
+                return exc.status == 422
+            return False
+
+        wait_until(enforced)
+        ctrl = env.start(pools(good=rs.Pool(devices=[device(0)]), bad=rs.Pool(devices=[device(1)])))
+        wait_until(lambda: env.slices("good") and env.errors)
+        exc, message = env.errors[0]
+        assert isinstance(exc, ApiException) and exc.status == 422
+        assert "'bad'" in message
+        assert env.slices("bad") == []
+        # The failing pool keeps the controller from being in sync.
+        assert not ctrl.wait_synced(0.5)
+    finally:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
 
 
 def test_external_delete_and_edit_healed(env: ControllerEnv) -> None:
@@ -421,7 +510,7 @@ def test_external_delete_and_edit_healed(env: ControllerEnv) -> None:
 def test_restart_makes_no_writes(env: ControllerEnv, node: dict[str, Any]) -> None:
     name = node["metadata"]["name"]
     owner = rs.Owner(api_version="v1", kind="Node", name=name)
-    resources = pools(**{name: rs.Pool(devices=[device(i) for i in range(300)])})
+    resources = node_pools(**{name: rs.Pool(devices=[device(i) for i in range(300)])})
     ctrl = env.start_synced(resources, owner=owner)
     assert env.counter.writes() == {"POST": 3}
     with env.restart(ctrl, resources, owner=owner):

@@ -104,14 +104,6 @@ def _name(device: Mapping[str, Any]) -> str:
     return str(device["name"])
 
 
-def idle(ctrl: rs.Controller) -> bool:
-    """Nothing left to do: no pool queued, delayed or in progress, no unconfirmed write."""
-    queue = ctrl._queue
-    with queue._cond:
-        busy = bool(queue._ready or queue._due or queue._processing)
-    return not busy and len(ctrl._mutations) == 0
-
-
 class Observer:
     """Watches one driver's slices from outside and records the worst duplication seen.
 
@@ -238,7 +230,7 @@ def settle(
 
     def exact() -> bool:
         nonlocal last
-        if not (ctrl.wait_synced(max(0.0, deadline - time.monotonic())) and idle(ctrl)):
+        if not ctrl.wait_idle(max(0.0, deadline - time.monotonic())):
             return False
         last = problems(env.slices(), wanted)
         return not last

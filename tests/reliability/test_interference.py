@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, driver_name, pools
+from integration.controller_env import ControllerEnv, device, driver_name, node_pools
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 
@@ -52,7 +52,7 @@ def versions(slices: list[dict[str, Any]]) -> dict[str, str]:
 def test_hand_edits_are_healed_foreign_slices_untouched(run: Run) -> None:
     env = run.env
     wanted = {NODE: [device(i) for i in range(300)]}  # 3 slices
-    ctrl = env.start_synced(pools(**{NODE: rs.Pool(devices=wanted[NODE])}), **FAST)
+    ctrl = env.start_synced(node_pools(**{NODE: rs.Pool(devices=wanted[NODE])}), **FAST)
     # Not ours: our driver on another node, and another driver on our node.
     other_driver = node_slice(env, f"00000-{OTHER}-{NODE}-", NODE, NODE, devices=[device(0)])
     other_driver["spec"]["driver"] = OTHER
@@ -111,7 +111,7 @@ def test_two_controllers_same_desired_state(run: Run) -> None:
     env = run.env
     run.fault = "5a two controllers, same desired state"
     wanted = {NODE: [device(i) for i in range(300)]}
-    resources = pools(**{NODE: rs.Pool(devices=wanted[NODE])})
+    resources = node_pools(**{NODE: rs.Pool(devices=wanted[NODE])})
     since = time.monotonic()
     first, first_counter = env.start(resources, **FAST), env.counter
     second_counter = env.new_counter()
@@ -138,13 +138,13 @@ def test_two_controllers_different_desired_states(run: Run) -> None:
     reports: dict[str, list[BaseException]] = {"first": [], "second": []}
     first_counter = env.counter
     env.start_synced(
-        pools(**{NODE: rs.Pool(devices=one)}),
+        node_pools(**{NODE: rs.Pool(devices=one)}),
         error_handler=lambda exc, _: reports["first"].append(exc),
         **FAST,
     )
     second_counter = env.new_counter()
     second = env.start(
-        pools(**{NODE: rs.Pool(devices=two)}),
+        node_pools(**{NODE: rs.Pool(devices=two)}),
         error_handler=lambda exc, _: reports["second"].append(exc),
         **FAST,
     )

@@ -110,7 +110,7 @@ def test_overloaded_server_429_retry_after(busy_cluster: TestCluster) -> None:
     with bound_role(busy_cluster, shipped_role()):
         run = Run(busy_cluster, "6 overload: 429 + Retry-After", "overload.example.com", "driver")
         try:
-            responses = Responses(run.env._client)
+            responses = Responses(run.env.client)
             load = Load(busy_cluster)
             try:
                 wanted = {"p": [device(i) for i in range(DEVICES)]}

@@ -15,11 +15,11 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes.client
 import pytest
 
 import resourceslice as rs
 from integration.controller_env import device, pools
-from resourceslice.informer import SliceInformer, _abort
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 
 from .faults import Run
@@ -53,27 +53,40 @@ def compact(cluster: TestCluster) -> int:
 
 
 class HeldWatch:
-    """Holds every informer before its next watch while ``released`` is clear; counts lists."""
+    """Holds a client's watches while ``released`` is clear, and counts its lists.
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    It wraps the client's urllib3 pool manager, which every request of the informer passes
+    through: the informer is held before its next watch as if its connection were down.
+    """
+
+    def __init__(self, client: kubernetes.client.ApiClient) -> None:
         self.released = threading.Event()
         self.released.set()
         self.waiting = threading.Event()
         self.lists = 0
-        watch, list_ = SliceInformer._watch, SliceInformer._list
+        self._watch: Any = None
+        pool_manager = client.rest_client.pool_manager
+        send = pool_manager.request
 
-        def held_watch(informer: SliceInformer, resource_version: str) -> bool:
-            if not self.released.is_set():
+        def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            watch = "watch=true" in url.lower()
+            if method == "GET" and "/resourceslices" in url and not watch:
+                self.lists += 1
+            if watch and not self.released.is_set():
                 self.waiting.set()
                 self.released.wait(60)
-            return watch(informer, resource_version)
+            response = send(method, url, *args, **kwargs)
+            if watch:
+                self._watch = response
+            return response
 
-        def counted_list(informer: SliceInformer) -> str:
-            self.lists += 1
-            return list_(informer)
+        pool_manager.request = request
 
-        monkeypatch.setattr(SliceInformer, "_watch", held_watch)
-        monkeypatch.setattr(SliceInformer, "_list", counted_list)
+    def drop_watch(self) -> None:
+        """End the open watch as a dropped connection would."""
+        response = wait_until(lambda: self._watch)
+        response.shutdown()
+        response.close()
 
 
 @pytest.mark.parametrize(
@@ -88,12 +101,11 @@ class HeldWatch:
 )
 def test_expired_history_relists_without_spurious_writes(
     uncached_cluster: TestCluster,
-    monkeypatch: pytest.MonkeyPatch,
     past_the_delete: bool,
     fault: str,
 ) -> None:
-    held = HeldWatch(monkeypatch)
     run = Run(uncached_cluster, fault, f"gone-{str(past_the_delete).lower()}.example.com")
+    held = HeldWatch(run.env.client)
     try:
         wanted = {"a": [device(i) for i in range(300)], "b": [device(1000)]}
         ctrl = run.env.start_synced(
@@ -108,7 +120,7 @@ def test_expired_history_relists_without_spurious_writes(
         run.env.counter.reset()
 
         held.released.clear()
-        _abort(wait_until(lambda: ctrl._informer._response))
+        held.drop_watch()
         assert held.waiting.wait(30)
         # Missed by the informer: a slice deleted, then the history it would resume from gone.
         [lost] = run.env.slices("b")

@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, driver_name, pools
+from integration.controller_env import ControllerEnv, device, driver_name, node_pools, pools
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 
 from .rbac_env import bound_role, shipped_role, without_verb
@@ -53,9 +53,9 @@ def test_the_shipped_role_is_enough(kube_cluster: TestCluster, driver_env: Contr
     owner = rs.Owner(api_version="v1", kind="Node", name="rbac-node")  # uid looked up: get nodes
     with bound_role(kube_cluster, shipped_role()):
         ctrl = driver_env.start_synced(
-            pools(a=rs.Pool(devices=[device(0)]), b=rs.Pool(devices=[device(1)])), owner=owner
+            node_pools(a=rs.Pool(devices=[device(0)]), b=rs.Pool(devices=[device(1)])), owner=owner
         )
-        driver_env.update_synced(ctrl, pools(a=rs.Pool(devices=[device(0), device(2)])))
+        driver_env.update_synced(ctrl, node_pools(a=rs.Pool(devices=[device(0), device(2)])))
         [published] = driver_env.slices()
         assert published["metadata"]["ownerReferences"][0]["uid"] == uid
         assert published["spec"]["devices"] == [device(0), device(2)]
@@ -92,7 +92,7 @@ def test_every_verb_of_the_role_is_needed(
     owner = rs.Owner(api_version="v1", kind="Node", name="rbac-node")  # "get": the Node's uid
     with bound_role(kube_cluster, without_verb(shipped_role(), verb)):
         ctrl = driver_env.start(
-            pools(a=rs.Pool(devices=[device(0)]), b=rs.Pool(devices=[device(1)])), owner=owner
+            node_pools(a=rs.Pool(devices=[device(0)]), b=rs.Pool(devices=[device(1)])), owner=owner
         )
 
         def refused() -> bool:
@@ -106,7 +106,7 @@ def test_every_verb_of_the_role_is_needed(
         # list, watch, create and get are needed to publish; update and delete to change.
         wait_until(lambda: refused() or ctrl.wait_synced(0))
         if not refused():
-            ctrl.update(pools(a=rs.Pool(devices=[device(0), device(2)])))
+            ctrl.update(node_pools(a=rs.Pool(devices=[device(0), device(2)])))
         wait_until(refused)
 
 
@@ -129,8 +129,8 @@ def test_node_identity_manages_its_own_node_only(node_cluster: TestCluster) -> N
     env = ControllerEnv(node_cluster, "node-auth.example.com", "system:node:n1")
     try:
         own = rs.Owner(api_version="v1", kind="Node", name="n1")
-        ctrl = env.start_synced(pools(n1=rs.Pool(devices=[device(0)])), owner=own)
-        env.update_synced(ctrl, pools(n1=rs.Pool(devices=[device(0), device(1)])))
+        ctrl = env.start_synced(node_pools(n1=rs.Pool(devices=[device(0)])), owner=own)
+        env.update_synced(ctrl, node_pools(n1=rs.Pool(devices=[device(0), device(1)])))
         [published] = env.slices()
         assert published["spec"]["nodeName"] == "n1"
         assert published["spec"]["devices"] == [device(0), device(1)]
@@ -141,7 +141,7 @@ def test_node_identity_manages_its_own_node_only(node_cluster: TestCluster) -> N
         env.errors.clear()
         env.new_counter()
         other = rs.Owner(api_version="v1", kind="Node", name="n2", uid="n2-uid")
-        intruder = env.start(pools(n2=rs.Pool(devices=[device(0)])), owner=other)
+        intruder = env.start(node_pools(n2=rs.Pool(devices=[device(0)])), owner=other)
         wait_until(lambda: env.errors)
         assert not intruder.wait_synced(1.0)
         assert all(isinstance(e, ApiException) and e.status == 403 for e, _ in env.errors)

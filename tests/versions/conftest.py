@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes.client
 import pytest
 
 from integration.controller_env import ControllerEnv, driver_name
@@ -26,6 +27,18 @@ TARGETS = [
     for release, version in [("1.37", "v1beta1"), ("1.33", "v1beta2"), ("1.32", "v1beta1")]
     if release in tested_releases()
 ]
+
+
+def generated_api(version: SliceVersion, client: kubernetes.client.ApiClient) -> Any:
+    """The ``kubernetes`` client's API class of ``version``, for the tests' own edits."""
+    apis = {
+        "v1": kubernetes.client.ResourceV1Api,
+        "v1beta2": kubernetes.client.ResourceV1beta2Api,
+        "v1beta1": kubernetes.client.ResourceV1beta1Api,
+    }
+    return apis[version.version](client)
+
+
 #: For the tests of a module: run once per target, the cluster shared per release.
 on_each_target = pytest.mark.parametrize(
     ("release_cluster", "api_version"),
@@ -76,7 +89,7 @@ class VersionedEnv(ControllerEnv):
     def __init__(self, cluster: TestCluster, driver: str, served: SliceVersion) -> None:
         super().__init__(cluster, driver)
         self.served = served
-        self.api = served.generated_api(self.admin)
+        self.api = generated_api(served, self.admin)
         self.slices_api = ResourceSliceAPI(self.admin)
 
     def slices(self, pool: str | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ from resourceslice import cli
 from resourceslice._apiversion import ResourceSliceAPI
 from resourceslice.testing import TestCluster
 
+from .conftest import generated_api
+
 pytestmark = pytest.mark.integration
 
 EXAMPLE = "examples/gpu-node.yaml"
@@ -58,7 +60,7 @@ def test_publish_status_and_a_second_publish_that_writes_nothing(
     finally:
         with release_cluster.api_client() as client:
             kubernetes.client.CoreV1Api(client).delete_node("n1")
-            api = ResourceSliceAPI(client).current().generated_api(client)
+            api = generated_api(ResourceSliceAPI(client).current(), client)
             api.delete_collection_resource_slice(
                 field_selector=f"spec.driver={driver}", _preload_content=False
             )

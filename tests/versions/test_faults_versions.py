@@ -16,7 +16,7 @@ from integration.controller_env import SYNC_TIMEOUT, device, devices_of, pools
 from resourceslice._apiversion import SliceVersion
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 
-from .conftest import VersionedEnv, on_each_target_own_cluster
+from .conftest import VersionedEnv, generated_api, on_each_target_own_cluster
 
 pytestmark = [
     pytest.mark.integration,
@@ -88,7 +88,7 @@ def test_served_version_switched_off_then_discovered_again() -> None:
         cluster.extra_args = ("--runtime-config=resource.k8s.io/v1beta2=false",)
         cluster.start()
         env.served = SliceVersion("v1beta1")
-        env.api = env.served.generated_api(env.admin)
+        env.api = generated_api(env.served, env.admin)
         env.slices_api.forget(env.slices_api.current())
         env.counter.reset()
         env.update_synced(ctrl, pools(p=rs.Pool(devices=[device(0), device(1)])))

@@ -6,7 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resourceslice._pycore import plan as _plan
-from resourceslice._pycore.decode import SliceRecord, decode_list, decode_slice, decode_watch_event
+from resourceslice._pycore.decode import (
+    SliceRecord,
+    decode_list,
+    decode_list_chunks,
+    decode_slice,
+    decode_watch_event,
+)
 from resourceslice._pycore.plan import Plan
 from resourceslice._pycore.validate import DesiredState, prepare
 
@@ -31,6 +37,20 @@ class Desired:
         """Devices in ``pool`` (0 for an unknown pool)."""
         wanted = self._state.pools.get(pool)
         return 0 if wanted is None else wanted.device_count()
+
+    def changed_pools(self, new: Desired) -> list[str]:
+        """The pools whose desired content differs in ``new`` (or that only one of the two
+        has), sorted: after an update, only those need a sync."""
+        old_state, new_state = self._state, new._state
+        every = (old_state.driver, old_state.max_slice_bytes) != (
+            new_state.driver,
+            new_state.max_slice_bytes,
+        )
+        return sorted(
+            name
+            for name in old_state.pools.keys() | new_state.pools.keys()
+            if every or old_state.pools.get(name) != new_state.pools.get(name)
+        )
 
 
 #: Nesting the API never needs (a node selector, the deepest part, is 5 levels). Deeper
@@ -95,6 +115,7 @@ __all__ = [
     "Plan",
     "SliceRecord",
     "decode_list",
+    "decode_list_chunks",
     "decode_slice",
     "decode_watch_event",
     "non_plain",

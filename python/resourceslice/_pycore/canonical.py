@@ -108,6 +108,21 @@ def device_quantities(device: dict[str, Any], f: QuantityMap) -> None:
     if isinstance(consumes, list):
         for counter_set in consumes:
             counters_quantities(counter_set, f)
+    allocatable = device.get("nodeAllocatableResources")
+    if isinstance(allocatable, dict):
+        for resource in allocatable.values():
+            for part, keys in _ALLOCATABLE_QUANTITIES:
+                holder = resource.get(part) if isinstance(resource, dict) else None
+                if isinstance(holder, dict):
+                    for key in keys:
+                        _map_quantity(holder, key, f)
+
+
+#: The quantities of a ``nodeAllocatableResources`` entry, by member.
+_ALLOCATABLE_QUANTITIES = (
+    ("mapping", ("capacityMultiplier", "deviceMultiplier")),
+    ("overhead", ("perContainer", "perPod")),
+)
 
 
 def _mapped(value: Any, f: QuantityMap) -> Any:
@@ -158,12 +173,16 @@ def header(
     owner_references: Any,
     labels: Any,
     annotations: Any,
+    partition_type_attribute: Any = None,
+    skip_node_operations: Any = None,
 ) -> dict[str, Any]:
     """The part of a slice that is not its device list nor its identity, pruned."""
     h: dict[str, Any] = {
         "driver": driver,
         "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
         "sharedCounters": shared_counters,
+        "partitionTypeAttribute": partition_type_attribute,
+        "skipNodeOperations": skip_node_operations,
         "ownerReferences": owner_references,
         "labels": labels,
         "annotations": annotations,

@@ -97,6 +97,8 @@ class _SliceRef(NamedTuple):
     devices: list[DeviceEntry]
     shared_counters: Any
     per_device_node_selection: bool
+    partition_type_attribute: str | None = None
+    skip_node_operations: list[str] | None = None
 
 
 def _desired_slices(
@@ -104,7 +106,13 @@ def _desired_slices(
 ) -> list[_SliceRef]:
     if pool.slices is not None:
         return [
-            _SliceRef(s.devices, s.shared_counters, s.per_device_node_selection)
+            _SliceRef(
+                s.devices,
+                s.shared_counters,
+                s.per_device_node_selection,
+                s.partition_type_attribute,
+                s.skip_node_operations,
+            )
             for s in pool.slices
         ]
     devices = pool.devices or []
@@ -236,6 +244,8 @@ def plan_pool(
             owner_refs,
             rec.labels if rec is not None else None,
             rec.annotations if rec is not None else None,
+            s.partition_type_attribute,
+            s.skip_node_operations,
         )
 
     def changed(i: int, s: _SliceRef) -> bool:

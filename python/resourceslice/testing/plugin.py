@@ -71,7 +71,7 @@ def kube_client(kube_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClie
     try:
         yield client
     finally:
-        client.close()  # type: ignore[no-untyped-call]
+        client.close()
 
 
 @pytest.fixture(scope="session", params=tested_releases())
@@ -94,4 +94,4 @@ def release_client(release_cluster: TestCluster) -> Iterator[kubernetes.client.A
     try:
         yield client
     finally:
-        client.close()  # type: ignore[no-untyped-call]
+        client.close()

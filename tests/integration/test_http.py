@@ -1,0 +1,171 @@
+"""resourceslice._http on the real apiserver, with whichever ``kubernetes`` client is installed.
+
+`make test` runs this with the newest supported client and with the oldest (.venv-oldest):
+the request path takes only what every supported ApiClient has.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes.client
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from resourceslice import _http
+from resourceslice.testing import TestCluster
+
+pytestmark = pytest.mark.integration
+
+NAMESPACES = "/api/v1/namespaces"
+
+
+@pytest.fixture
+def client(kube_cluster: TestCluster) -> Iterator[_http.ClosingApiClient]:
+    with kube_cluster.api_client("admin") as api_client:
+        yield api_client
+
+
+def recorded_headers(api_client: kubernetes.client.ApiClient) -> list[dict[str, str]]:
+    """The headers of each request ``api_client`` sends from now on."""
+    sent: list[dict[str, str]] = []
+    pool_manager = api_client.rest_client.pool_manager
+    send = pool_manager.request
+
+    def recording(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(dict(kwargs.get("headers") or {}))
+        return send(method, url, *args, **kwargs)
+
+    pool_manager.request = recording  # type: ignore[method-assign]
+    return sent
+
+
+def test_token_comes_from_the_refresh_hook_with_its_prefix(client: _http.ClosingApiClient) -> None:
+    configuration = client.configuration
+    # "Bearer <token>", under the key that this client release uses.
+    token = configuration.auth_settings()["BearerToken"]["value"].split()[-1]
+    refreshed: list[str] = []
+
+    # Clients before 36 name the key "authorization", later ones "BearerToken" (and 36 looks
+    # up the prefix under that name only): both are set, so this holds on every release.
+    names = ("authorization", "BearerToken")
+
+    def refresh(config: Any) -> None:
+        # A kubeconfig exec plugin does this: the token is renewed just before each request.
+        config.api_key = dict.fromkeys(names, token)
+        refreshed.append(token)
+
+    configuration.api_key = dict.fromkeys(names, "expired")
+    configuration.api_key_prefix = dict.fromkeys(names, "Bearer")
+    configuration.refresh_api_key_hook = refresh
+    sent = recorded_headers(client)
+
+    items = json.loads(_http.get_json(client, NAMESPACES))["items"]
+
+    assert "default" in {item["metadata"]["name"] for item in items}
+    assert refreshed
+    assert sent[-1]["authorization"] == f"Bearer {token}"
+
+
+def test_default_headers_and_cookie_are_sent(client: _http.ClosingApiClient) -> None:
+    client.user_agent = "driver-under-test/1.0"
+    client.set_default_header("X-Trace", "abc")  # type: ignore[no-untyped-call]
+    client.cookie = "session=1"
+    sent = recorded_headers(client)
+
+    _http.get_json(client, NAMESPACES)
+
+    assert sent[-1]["User-Agent"] == "driver-under-test/1.0"
+    assert sent[-1]["X-Trace"] == "abc"
+    assert sent[-1]["Cookie"] == "session=1"
+    assert sent[-1]["Accept"] == "application/json"
+
+
+def test_an_error_status_is_an_api_exception_with_text_body_and_headers(
+    client: _http.ClosingApiClient,
+) -> None:
+    with pytest.raises(ApiException) as caught:
+        _http.get_json(client, f"{_http.SLICES_PATH}/no-such-slice")
+    exc = caught.value
+    assert exc.status == 404
+    assert isinstance(exc.body, str)
+    assert json.loads(exc.body)["reason"] == "NotFound"
+    assert exc.headers is not None
+    assert exc.headers["Content-Type"] == "application/json"
+
+
+def test_without_the_token_the_request_is_anonymous(client: _http.ClosingApiClient) -> None:
+    client.configuration.api_key = {}
+    with pytest.raises(ApiException) as caught:
+        _http.get_json(client, NAMESPACES)
+    assert caught.value.status == 403
+    assert "system:anonymous" in json.loads(caught.value.body or "{}")["message"]
+
+
+def test_query_parameters_are_encoded(client: _http.ClosingApiClient) -> None:
+    name = "http-query.example.com"
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "http-query"},
+        "spec": {
+            "driver": name,
+            "allNodes": True,
+            "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+        },
+    }
+    created = json.loads(
+        _http.send_json(client, "POST", _http.SLICES_PATH, json.dumps(body).encode())
+    )
+    try:
+        # "=" and "," are part of the value: a selector that reached the server intact finds it.
+        selector = f"spec.driver={name},spec.nodeName="
+        items = json.loads(
+            _http.get_json(client, _http.SLICES_PATH, [("fieldSelector", selector)])
+        )["items"]
+        assert [item["metadata"]["name"] for item in items] == ["http-query"]
+    finally:
+        meta = created["metadata"]
+        options = _http.delete_options(meta["uid"], meta["resourceVersion"])
+        _http.send_json(client, "DELETE", f"{_http.SLICES_PATH}/http-query", options)
+
+
+def test_delete_preconditions_are_enforced(client: _http.ClosingApiClient) -> None:
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "http-precondition"},
+        "spec": {
+            "driver": "http-precondition.example.com",
+            "allNodes": True,
+            "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+        },
+    }
+    path = f"{_http.SLICES_PATH}/http-precondition"
+    meta = json.loads(
+        _http.send_json(client, "POST", _http.SLICES_PATH, json.dumps(body).encode())
+    )["metadata"]
+    with pytest.raises(ApiException) as caught:
+        _http.send_json(client, "DELETE", path, _http.delete_options(meta["uid"], "1"))
+    assert caught.value.status == 409
+    _http.send_json(
+        client, "DELETE", path, _http.delete_options(meta["uid"], meta["resourceVersion"])
+    )
+    with pytest.raises(ApiException) as gone:
+        _http.get_json(client, path)
+    assert gone.value.status == 404
+
+
+def test_close_closes_the_connections(kube_cluster: TestCluster) -> None:
+    """Clients before 37 close neither their pool nor the unread ``_preload_content=False``
+    response they keep in ``last_response``: its socket outlived ``close()`` (a
+    ResourceWarning in whichever later test the garbage collector found it)."""
+    api_client = kube_cluster.api_client("admin")
+    kubernetes.client.CoreV1Api(api_client).list_namespace(_preload_content=False)
+    kept = getattr(api_client, "last_response", None)  # clients before 37 only
+    api_client.close()
+    assert len(api_client.rest_client.pool_manager.pools) == 0
+    if kept is not None:
+        assert getattr(kept, "urllib3_response", kept).closed
