@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._apiversion import ResourceSliceAPI
-from resourceslice._http import REQUEST_TIMEOUT, retry_after
+from resourceslice._http import REQUEST_TIMEOUT, SliceLister, retry_after
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -125,8 +124,8 @@ class SliceInformer:
         api: ListApi | None = None,
         backoff: Backoff | None = None,
     ) -> None:
-        """``api``: lists and watches instead of ``ResourceSliceAPI(api_client)``."""
-        self._api: ListApi = api if api is not None else ResourceSliceAPI(api_client)
+        """``api``: lists and watches instead of ``SliceLister(api_client)``."""
+        self._api: ListApi = api if api is not None else SliceLister(api_client)
         self._backoff = backoff or Backoff()
         self._driver = driver
         self._selector = selector

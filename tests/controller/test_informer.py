@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import kubernetes.client
@@ -377,12 +377,12 @@ def test_a_panic_in_the_core_is_reported_and_the_informer_recovers(
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
-        def decode_list(self, data: bytes) -> Any:
+        def decode_list_chunks(self, chunks: Iterable[bytes]) -> Any:
             nonlocal lists
             lists += 1
             if lists == 1:
                 raise CorePanic("called `Option::unwrap()` on a `None` value")
-            return real.decode_list(data)
+            return real.decode_list_chunks(chunks)
 
     monkeypatch.setattr(informer_module, "core", PanicsOnce())
     api = FakeApi([list_body("10"), list_body("12", slice_obj("a", "p", "11"))], [])
