@@ -92,6 +92,12 @@ class VersionedEnv(ControllerEnv):
         self.api = generated_api(served, self.admin)
         self.slices_api = ResourceSliceAPI(self.admin)
 
+    def slice_body(self, name: str, pool: str, generation: int, count: int, **spec: Any) -> Any:
+        """In the served apiVersion, which ``self.api`` requires; devices stay v1 (as given)."""
+        body = super().slice_body(name, pool, generation, count, **spec)
+        body["apiVersion"] = self.served.api_version
+        return body
+
     def slices(self, pool: str | None = None) -> list[dict[str, Any]]:
         data = self.slices_api.list(f"spec.driver={self.driver}")
         items: list[dict[str, Any]] = json.loads(data)["items"]
