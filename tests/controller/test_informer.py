@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import kubernetes.client
@@ -377,7 +377,7 @@ def test_a_panic_in_the_core_is_reported_and_the_informer_recovers(
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
-        def decode_list_chunks(self, chunks: Any) -> Any:
+        def decode_list_chunks(self, chunks: Iterable[bytes]) -> Any:
             nonlocal lists
             lists += 1
             if lists == 1:

@@ -29,7 +29,7 @@ FAST = {"sync_delay": 0.5, "mutation_cache_ttl": 2.0}
 def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> tuple[float, float]:
     """Client timeouts of (1 s, 2 s): a frozen server outlasts them within a short test."""
     timeouts = (1.0, 2.0)
-    for module in (_http, informer):
+    for module in (_http, informer):  # the controller's requests take _http's default
         monkeypatch.setattr(module, "REQUEST_TIMEOUT", timeouts)
     return timeouts
 
