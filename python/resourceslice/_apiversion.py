@@ -261,6 +261,12 @@ class ResourceSliceAPI:
         )
         return v.object_to_v1(data)
 
+    def get(self, name: str) -> bytes:
+        """GET one slice; the stored object as v1 (ApiException 404 when there is none)."""
+        v = self.current()
+        data = self._call(v, lambda: get_json(self._client, f"{v.path}/{name}"))
+        return v.object_to_v1(data)
+
     def delete(self, name: str, uid: str, resource_version: str) -> None:
         """DELETE with preconditions; ApiException as the server answered (404 included)."""
         v = self.current()

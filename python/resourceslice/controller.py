@@ -522,12 +522,33 @@ class Controller:
                 # whose response was lost) made it: compare with it once the watch has it.
                 if exc.status != 409:
                     raise
+                self._informer.retry_now()
                 taken.append(sent.name)
+                self._read_taken(sent.name)
                 continue
             self._count("creates")
             self._stored(pool, version, sent, core.decode_slice(response))
         if taken:
             raise SliceExistsError(pool, taken)
+
+    def _read_taken(self, name: str) -> None:
+        """A create found ``name`` taken: read it, so that the next sync sees it.
+
+        After a reconnect the informer can be seconds behind; until it catches up, every
+        sync would create the slice again and get 409 again. Held like a write's response,
+        if the informer would show it: a slice outside its view (another node's) is not ours
+        to take over, and stays reported.
+        """
+        try:
+            record = core.decode_slice(self._slices.get(name))
+        except ApiException as exc:
+            if exc.status != 404:  # deleted meanwhile: the next sync creates it
+                raise
+            return
+        if record.driver == self._driver and (
+            self._only_pool is not None or record.node_name == self._node_name
+        ):
+            self._mutations.stored(record)
 
     def _may_write(self) -> bool:
         """Wait for a write token; False when the controller stopped (write nothing more)."""
@@ -539,6 +560,7 @@ class Controller:
         return not self._stopped
 
     def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
+        self._informer.retry_now()  # the server is up: an informer waiting to relist need not
         self._mutations.stored(actual)
         with self._lock:
             dropped = self._dropped.get(pool)

@@ -224,6 +224,18 @@ def test_dropped_watch_reconnects_from_the_last_version(stop_all: list[Harness])
     assert len([c for c in api.calls if not c.get("watch")]) == 1  # no relist needed
 
 
+def test_retry_now_cuts_the_reconnect_wait_short(stop_all: list[Harness]) -> None:
+    # A backoff of ten minutes: only retry_now() can bring the second watch within the test.
+    dropped = FakeResponse([], then=ConnectionResetError("apiserver killed"))
+    api = FakeApi([list_body("10")], [dropped])
+    h = Harness(api, backoff=Backoff(600.0, 600.0))
+    stop_all.append(h)
+    wait_until(lambda: [type(e) for e in h.errors] == [ConnectionResetError])
+    assert api.watch_versions() == ["10"]
+    h.informer.retry_now()
+    wait_until(lambda: api.watch_versions() == ["10", "10"])
+
+
 def test_only_pool_filters_and_a_move_out_is_a_delete(stop_all: list[Harness]) -> None:
     watch = FakeResponse(
         [
