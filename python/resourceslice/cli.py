@@ -18,7 +18,6 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import re
 import signal
 import string
@@ -34,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
+from resourceslice._kubeconfig import default_api_client, in_cluster, kubeconfig_paths
 from resourceslice.api import DriverResources, Owner, Pool, Slice, Stats, to_plain_pools
 
 if TYPE_CHECKING:
@@ -382,39 +382,17 @@ def cmd_plan(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 # -- cluster access ---------------------------------------------------------------------------
 
 
-def kubeconfig_paths(flag: str | None) -> str | None:
-    """kubectl's order: ``--kubeconfig``, then ``KUBECONFIG`` (``:``-separated), then
-    ``~/.kube/config`` if it exists; None means: use the in-cluster service account."""
-    if flag:
-        return flag
-    env = os.environ.get("KUBECONFIG", "")
-    if any(part for part in env.split(os.pathsep)):
-        return env
-    default = Path.home() / ".kube" / "config"
-    return str(default) if default.is_file() else None
-
-
 def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
-    import kubernetes.client
-    import kubernetes.config
     from kubernetes.config.config_exception import ConfigException
 
-    from resourceslice._http import ClosingApiClient, kubeconfig_client
-
     paths = kubeconfig_paths(kubeconfig)
-    try:
-        if paths is not None:
-            return kubeconfig_client(paths, context)
-        if "KUBERNETES_SERVICE_HOST" not in os.environ:
-            raise UserError(
-                "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
-                "or run in a Pod (in-cluster config)"
-            )
-        configuration = kubernetes.client.Configuration()
-        kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration
+    if paths is None and not in_cluster():
+        raise UserError(
+            "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
+            "or run in a Pod (in-cluster config)"
         )
-        return ClosingApiClient(configuration)
+    try:
+        return default_api_client(paths, context)
     except (ConfigException, OSError) as exc:
         raise UserError(f"kubeconfig {paths or '(in-cluster)'}: {exc}") from None
 

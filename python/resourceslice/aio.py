@@ -1,0 +1,201 @@
+"""The controller for asyncio drivers: the same controller, awaited instead of blocked on.
+
+An asyncio driver (kopf, kr8s, lightkube, ``kubernetes.aio``, a ``grpc.aio`` kubelet plugin)
+must not block its event loop. The controller's work already runs in its own threads (the
+informer, the workers); what the driver calls could block: ``update()`` validates and
+prepares the whole device list (tens of milliseconds for 10,000 devices), ``stop()`` waits
+for a write in flight, ``wait_synced()`` waits for the cluster. Here each runs off the loop:
+
+    async with resourceslice.aio.start_controller(driver="gpu.example.com", ...) as ctrl:
+        await ctrl.update(resources)
+        await ctrl.wait_synced(timeout=30)
+
+The keywords are :func:`resourceslice.start_controller`'s. Without ``api_client`` the
+client comes from kubectl's kubeconfig order (``KUBECONFIG``, ``~/.kube/config``) or the
+in-cluster service account, and is closed by :meth:`AsyncController.stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from resourceslice._kubeconfig import default_api_client, kubeconfig_paths
+from resourceslice.api import DriverResources, Stats
+from resourceslice.controller import Controller, ControllerStoppedError
+from resourceslice.controller import start_controller as _start_sync
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from kubernetes.client import ApiClient
+
+    from resourceslice._http import ClosingApiClient
+
+__all__ = ["AsyncController", "start_controller"]
+
+T = TypeVar("T")
+
+
+class AsyncController:
+    """A running :class:`resourceslice.Controller`, driven from an event loop."""
+
+    def __init__(self, controller: Controller, own_client: ClosingApiClient | None) -> None:
+        self._controller = controller
+        self._own_client = own_client
+        # One thread, so that updates take effect in the order they were awaited (two
+        # updates in the default executor could finish the wrong way round), and stop()
+        # comes after the updates before it.
+        self._calls = ThreadPoolExecutor(1, thread_name_prefix="resourceslice-aio")
+        self._stopped = False
+
+    @property
+    def controller(self) -> Controller:
+        """The controller itself: for what does not block (``stats()``, ``running``) and
+        for :mod:`resourceslice.metrics`."""
+        return self._controller
+
+    async def update(self, resources: DriverResources) -> None:
+        """:meth:`Controller.update`, with the validation and preparation in a thread.
+
+        ``resources`` is copied before this returns: do not change it while awaiting. A
+        cancelled update still takes effect (it cannot be taken back half-way).
+        """
+        if self._stopped:
+            raise ControllerStoppedError("the controller was stopped; start a new one")
+        await self._call(self._controller.update, resources)
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """:meth:`Controller.wait_synced`, without blocking the loop."""
+        return await _in_thread(self._controller.wait_synced, timeout)
+
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """:meth:`Controller.wait_idle`, without blocking the loop."""
+        return await _in_thread(self._controller.wait_idle, timeout)
+
+    def stats(self) -> Stats:
+        return self._controller.stats()
+
+    @property
+    def running(self) -> bool:
+        return self._controller.running
+
+    async def stop(self) -> None:
+        """:meth:`Controller.stop` (waits for a write in flight, off the loop); then closes
+        the client if this module made it. The slices stay."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self._call(self._controller.stop)
+        self._calls.shutdown(wait=False)
+        if self._own_client is not None:
+            self._own_client.close()
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._calls, fn, *args)
+
+    async def __aenter__(self) -> AsyncController:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+class _Starting:
+    """What :func:`start_controller` returns: awaited, or entered with ``async with``."""
+
+    def __init__(
+        self, start: Callable[[], Controller], own_client: ClosingApiClient | None
+    ) -> None:
+        self._start = start
+        self._own_client = own_client
+        self._started: AsyncController | None = None
+
+    async def _run(self) -> AsyncController:
+        try:
+            # The first desired state is validated and prepared like an update's.
+            controller = await _in_thread(self._start)
+        except BaseException:
+            if self._own_client is not None:
+                self._own_client.close()
+            raise
+        return AsyncController(controller, self._own_client)
+
+    def __await__(self) -> Generator[Any, None, AsyncController]:
+        return self._run().__await__()
+
+    async def __aenter__(self) -> AsyncController:
+        self._started = await self._run()
+        return self._started
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._started is not None:
+            await self._started.stop()
+
+
+def start_controller(
+    api_client: ApiClient | None = None,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    **options: Any,
+) -> _Starting:
+    """Start a controller (``options``: the keywords of :func:`resourceslice.start_controller`,
+    ``driver`` among them) without blocking the event loop.
+
+    ``ctrl = await start_controller(...)``, or ``async with start_controller(...) as ctrl``
+    (stopped on exit). ``api_client`` None: a client of ``kubeconfig`` (kubectl's order when
+    None, then the in-cluster config) and ``context``, closed when the controller stops;
+    the kubeconfig is read here, so a missing one raises at once (the client's
+    ConfigException).
+    """
+    own_client = None
+    if api_client is None:
+        api_client = own_client = default_api_client(kubeconfig_paths(kubeconfig), context)
+    elif kubeconfig is not None or context is not None:
+        raise TypeError("kubeconfig and context are for when no api_client is given")
+    return _Starting(functools.partial(_start_sync, api_client, **options), own_client)
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a thread of its own, awaited.
+
+    For calls that may wait long (``wait_synced(None)``): in the loop's default executor
+    they would hold its few threads, and behind the controller's own executor they would
+    hold up updates. A cancelled await leaves the thread to finish; every such wait ends
+    when the controller stops.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():  # cancelled meanwhile
+            outcome()
+
+    def run() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:
+            report = functools.partial(settle, functools.partial(done.set_exception, exc))
+        else:
+            report = functools.partial(settle, functools.partial(done.set_result, result))
+        with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+            loop.call_soon_threadsafe(report)
+
+    threading.Thread(target=run, name="resourceslice-aio-wait", daemon=True).start()
+    return await done

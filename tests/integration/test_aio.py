@@ -1,0 +1,149 @@
+"""resourceslice.aio on the real apiserver: an event loop that keeps running while the
+controller starts, takes updates of 10,000 devices, waits and stops.
+
+How long the loop stalls is measured in benches/test_aio.py (no timed assertions here);
+what is asserted is that it ran at all during each call, which it would not if a call
+held it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import resourceslice as rs
+from resourceslice import aio
+from resourceslice.testing.stalls import LoopTicker
+
+from .controller_env import (
+    SYNC_TIMEOUT,
+    ControllerEnv,
+    devices_of,
+    env_fixture,  # noqa: F401  (the env fixture)
+    pools,
+)
+
+pytestmark = pytest.mark.integration
+
+DEVICES = 10_000
+
+
+def big_pool(model: str) -> rs.DriverResources:
+    return pools(
+        big=rs.Pool(
+            devices=[
+                {
+                    "name": f"dev-{i}",
+                    "attributes": {"index": {"int": i}, "model": {"string": model}},
+                    "capacity": {"memory": {"value": "80Gi"}},
+                }
+                for i in range(DEVICES)
+            ]
+        )
+    )
+
+
+def models(env: ControllerEnv) -> set[str]:
+    return {d["attributes"]["model"]["string"] for s in env.slices("big") for d in devices_of(s)}
+
+
+def test_the_loop_keeps_running_through_start_update_wait_and_stop(env: ControllerEnv) -> None:
+    first, second = big_pool("a"), big_pool("b")
+
+    async def main() -> dict[str, int]:
+        ticks: dict[str, int] = {}
+        start = aio.start_controller(
+            env.client, driver=env.driver, resources=first, error_handler=env.errors.append
+        )
+        async with LoopTicker() as ticker:
+            ctrl = await start
+        ticks["start"] = ticker.ticks
+        try:
+            async with LoopTicker() as ticker:
+                assert await ctrl.wait_synced(SYNC_TIMEOUT), env.errors
+            ticks["first publish"] = ticker.ticks
+            assert models(env) == {"a"}
+            async with LoopTicker() as ticker:
+                await ctrl.update(second)
+            ticks["update"] = ticker.ticks
+            async with LoopTicker() as ticker:
+                assert await ctrl.wait_synced(SYNC_TIMEOUT), env.errors
+            ticks["sync"] = ticker.ticks
+            assert models(env) == {"b"}
+            stats = ctrl.stats()
+            # 10,000 devices in 79 slices of at most 128: created, then each updated once.
+            assert (stats.creates, stats.updates, stats.deletes) == (79, 79, 0)
+        finally:
+            async with LoopTicker() as ticker:
+                await ctrl.stop()
+            ticks["stop"] = ticker.ticks
+        assert not ctrl.running
+        return ticks
+
+    ticks = asyncio.run(main())
+    # Each call let the loop run its other task: none held it from start to end.
+    assert all(n > 0 for n in ticks.values()), ticks
+    assert not env.errors
+
+
+def test_updates_apply_in_the_order_they_were_awaited(env: ControllerEnv) -> None:
+    small = [pools(p=rs.Pool(devices=[{"name": f"d{i}"}])) for i in range(5)]
+
+    async def main() -> None:
+        async with aio.start_controller(
+            env.client, driver=env.driver, resources=small[0], error_handler=env.errors.append
+        ) as ctrl:
+            await asyncio.gather(*(ctrl.update(r) for r in small[1:]))
+            assert await ctrl.wait_synced(SYNC_TIMEOUT), env.errors
+        assert not ctrl.running
+
+    asyncio.run(main())
+    (published,) = env.slices("p")
+    assert [d["name"] for d in devices_of(published)] == ["d4"]
+
+
+def test_invalid_resources_and_calls_after_stop_raise(env: ControllerEnv) -> None:
+    bad: Any = pools(p=rs.Pool(devices=[{"name": "Not A DNS Label"}]))
+
+    async def main() -> None:
+        with pytest.raises(rs.ValidationError, match="must be a DNS label"):
+            await aio.start_controller(env.client, driver=env.driver, resources=bad)
+        ctrl = await aio.start_controller(env.client, driver=env.driver)
+        with pytest.raises(rs.ValidationError):
+            await ctrl.update(bad)
+        await ctrl.stop()
+        await ctrl.stop()  # a second stop does nothing
+        with pytest.raises(rs.ControllerStoppedError):
+            await ctrl.update(pools())
+        assert await ctrl.wait_synced(0.1) is False
+
+    asyncio.run(main())
+
+
+def test_without_a_client_the_kubeconfig_is_used_and_closed(
+    env: ControllerEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(env.cluster.kubeconfigs["admin"]))
+    resources = pools(p=rs.Pool(devices=[{"name": "d0"}]))
+
+    async def main() -> aio.AsyncController:
+        async with aio.start_controller(driver=env.driver, resources=resources) as ctrl:
+            assert await ctrl.wait_synced(SYNC_TIMEOUT)
+        return ctrl
+
+    ctrl = asyncio.run(main())
+    assert len(env.slices("p")) == 1
+    assert not ctrl.running
+    # No kubeconfig anywhere and not in a Pod: the client's ConfigException, at once.
+    monkeypatch.setenv("KUBECONFIG", "")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    from kubernetes.config.config_exception import ConfigException
+
+    with pytest.raises(ConfigException, match="no kubeconfig"):
+        aio.start_controller(driver=env.driver)
+    with pytest.raises(TypeError, match="no api_client"):
+        aio.start_controller(env.client, driver=env.driver, kubeconfig="/x")
