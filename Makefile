@@ -51,7 +51,7 @@ $(VENV_MADE):
 # mode into it, and the runtime + test + dev dependencies of pyproject.toml.
 dev: $(STAMP)
 $(STAMP): $(VENV_MADE) pyproject.toml Cargo.toml $(shell find rust/src -name '*.rs' 2>/dev/null)
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --extras test,dev --quiet
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --extras test,dev,metrics --quiet
 	touch $@
 
 # Build (or find cached) the real kube-apiserver + etcd used by the integration tests.

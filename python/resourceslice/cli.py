@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from resourceslice import _core as core
+    from resourceslice import metrics
     from resourceslice._core import Desired, Plan, SliceRecord
     from resourceslice.controller import Controller
 else:
@@ -590,7 +591,7 @@ class Publisher:
         selection = selection_of(args)
         loaded = load(args.file, args.driver, selection)
         client = api_client(args.kubeconfig, args.context)
-        with client:
+        with client, self._serving() as server:
             owner = self._owner(client)
             planned = self._planned_writes(client, loaded, owner)
             self.say(
@@ -609,12 +610,38 @@ class Publisher:
                 sync_delay=0.0,
                 error_handler=self.on_error,
             )
+            if server is not None:
+                server.add(controller)
             with controller:
                 if not self._wait(controller, Stats(), planned, args.timeout):
                     return EXIT_FAILED
                 if not args.once:
                     self._follow(controller, selection)
         return EXIT_OK
+
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[metrics.MetricsServer | None]:
+        """``--metrics-address``: /metrics and the health endpoints while publishing."""
+        if self.args.metrics_address is None:
+            yield None
+            return
+        try:
+            from resourceslice import metrics
+        except ImportError as exc:
+            raise UserError(
+                f"--metrics-address needs {exc.name}: pip install 'resourceslice[metrics]'"
+            ) from None
+        host, port = self.args.metrics_address
+        try:
+            server = metrics.serve(host, port)
+        except OSError as exc:
+            raise UserError(f"--metrics-address {host}:{port}: {exc.strerror or exc}") from None
+        with server:
+            shown_host, shown_port = server.address
+            shown = f"[{shown_host}]" if ":" in shown_host else shown_host
+            base = f"http://{shown}:{shown_port}"
+            self.say(f"serving {base}/metrics and {base}/healthz")
+            yield server
 
     def _owner(self, client: ApiClient) -> Owner | None:
         """The Node owner with its uid, so the writes can be counted before they are made."""
@@ -675,6 +702,8 @@ class Publisher:
                     self.out.write("\n")
                 why = "interrupted" if self.stop.is_set() else f"not synced after {timeout:.0f}s"
                 self.err.write(f"error: {why} ({done}/{planned} writes made)\n")
+                for pool, error in sorted(controller.health().failing.items()):
+                    self.err.write(f"  pool {pool}: {error}\n")
                 return False
 
     def _follow(self, controller: Controller, selection: Selection) -> None:
@@ -731,6 +760,14 @@ def _positive(text: str) -> float:
     return value
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; port 0: any free one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not {text!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resourceslice",
@@ -779,6 +816,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     publish.add_argument(
         "--interval", type=_positive, default=1.0, help="seconds between checks of FILE (1)"
+    )
+    publish.add_argument(
+        "--metrics-address",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics and /healthz, /livez, /readyz here "
+        "(needs resourceslice[metrics])",
     )
     publish.set_defaults(run=cmd_publish)
 

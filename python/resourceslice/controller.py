@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._apiversion import ResourceSliceAPI
 from resourceslice._http import get_json, node_path, retry_after
 from resourceslice.api import (
     ConflictingWriterError,
@@ -30,6 +29,7 @@ from resourceslice.api import (
     ValidationError,
     to_plain_pools,
 )
+from resourceslice.health import Health, ObservedSliceAPI, Observer, Snapshot
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.mutation_cache import MutationCache, not_older
 from resourceslice.store import SliceStore
@@ -150,6 +150,8 @@ class Controller:
         self._stopped = False
         # Set with _stopped: waits (for a write token) end at once when it is.
         self._stopping = threading.Event()
+        # What health() and the metrics report: each write, sync and error as it happens.
+        self._observer = Observer()
 
         self._client = api_client
         if api_client is None:
@@ -159,7 +161,7 @@ class Controller:
         # that is overloaded, so no pool writes before then, whatever queued it.
         self._quiet_until = 0.0
         # In the newest resource.k8s.io version the cluster serves, shared with the informer.
-        self._slices = ResourceSliceAPI(api_client)
+        self._slices = ObservedSliceAPI(api_client, self._observer)
         self._write_tokens = (
             None
             if max_writes_per_second is None
@@ -275,9 +277,38 @@ class Controller:
             return False
         return self._informer.alive or any(w.is_alive() for w in self._workers)
 
+    @property
+    def driver(self) -> str:
+        return self._driver
+
     def stats(self) -> Stats:
         with self._lock:
             return Stats(**self._counts)
+
+    def health(self) -> Health:
+        """How the controller is doing: synced, failing pools, informer connected, alive."""
+        with self._lock:
+            synced = (
+                self._client is not None and self._ready and not self._dirty and not self._stopped
+            )
+        return self._observer.health(
+            synced=synced,
+            informer_connected=self._client is not None and self._informer.connected,
+            alive=self.running,
+        )
+
+    def _snapshot(self) -> Snapshot:
+        """The figures of :mod:`resourceslice.metrics`."""
+        health = self.health()
+        with self._lock:
+            desired, dirty = self._desired, set(self._dirty)
+        return self._observer.snapshot(
+            health,
+            driver=self._driver,
+            desired=desired,
+            dirty=dirty,
+            queue_depth=len(self._queue) if self._client is not None else 0,
+        )
 
     def stop(self) -> None:
         """Stop watching and syncing. Slices stay as they are: nothing is deleted.
@@ -347,6 +378,7 @@ class Controller:
     # -- background -----------------------------------------------------------------------
 
     def _report(self, exc: BaseException, message: str) -> None:
+        self._observer.error(exc)
         try:
             self._error_handler(exc, message)
         except Exception:
@@ -382,11 +414,14 @@ class Controller:
                 return
         with self._lock:
             self._ready = True
+            if not self._dirty:
+                self._observer.all_synced()
             self._lock.notify_all()
         while True:
             pool = self._queue.get()
             if pool is None:
                 return
+            started = time.monotonic()
             try:
                 quiet = self._quiet_until - self._clock.now()
                 if quiet > 0:
@@ -396,6 +431,7 @@ class Controller:
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:
+                self._observer.sync_done(pool, time.monotonic() - started, exc)
                 # BaseException: PyO3's PanicException (a bug in the Rust core) is one, and
                 # must not end the worker silently; the pool is retried like any failure.
                 self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
@@ -406,6 +442,7 @@ class Controller:
                     asked = max(asked, _EXISTING_SLICE_RETRY)
                 self._queue.add_rate_limited(pool, at_least=asked)
             else:
+                self._observer.sync_done(pool, time.monotonic() - started, None)
                 self._queue.forget(pool)
             finally:
                 self._queue.done(pool)
@@ -467,6 +504,8 @@ class Controller:
                 self._dirty.discard(pool)
                 if pool not in self._desired_pools:
                     self._pool_versions.pop(pool, None)
+                if not self._dirty:
+                    self._observer.all_synced()
                 self._lock.notify_all()
         # Writes the informer has not confirmed yet: look again once they leave the cache.
         expires_in = self._mutations.expires_in(pool)

@@ -137,6 +137,8 @@ class SliceInformer:
         # Ends a wait between attempts early: set by stop() and by retry_now().
         self._wake = threading.Event()
         self._synced = threading.Event()
+        # Whether the last list or watch request was answered (see ``connected``).
+        self._connected = False
         self._response_lock = threading.Lock()
         self._response: Any = None
         # Where the watch resumes; None: list first. Used by the informer thread only.
@@ -197,6 +199,12 @@ class SliceInformer:
     def synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def connected(self) -> bool:
+        """Whether the last list or watch request was answered; False from a failure (an
+        error status, a dropped connection) until the next one is."""
+        return self._connected
+
     # -- the loop -------------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -221,6 +229,7 @@ class SliceInformer:
                     self._backoff.reset()
                     continue  # a list picks up what the watch can no longer deliver
             except ApiException as exc:
+                self._connected = False
                 if self._stopping.is_set():
                     break
                 if exc.status == 410 or isinstance(exc, _StreamError):
@@ -235,6 +244,7 @@ class SliceInformer:
                 # (a BaseException: a bug in the Rust core) from decoding: a response the core
                 # cannot read is not resumed from, a fresh list starts over. Either way the
                 # thread lives on and says what happened.
+                self._connected = False
                 if self._stopping.is_set():
                     break
                 decoding = not isinstance(exc, Exception) or isinstance(exc, ValueError)
@@ -255,6 +265,7 @@ class SliceInformer:
         response: Any = self._api.list_resource_slice(
             field_selector=self._selector, timeout=REQUEST_TIMEOUT
         )
+        self._connected = True
         try:
             # Decoded as it arrives: the whole response and its records are never held at once.
             resource_version, records = core.decode_list_chunks(response.stream(1 << 16))
@@ -281,6 +292,7 @@ class SliceInformer:
             timeout_seconds=seconds,
             timeout=(REQUEST_TIMEOUT[0], seconds + 30.0),
         )
+        self._connected = True
         with self._response_lock:
             self._response = response
         try:

@@ -1,0 +1,306 @@
+"""Prometheus metrics of one or more controllers: ``pip install 'resourceslice[metrics]'``.
+
+    collector = resourceslice.metrics.register(ctrl)          # the global registry
+    collector = resourceslice.metrics.register(ctrl, registry=my_registry)
+    collector.add(other_ctrl)                                   # one series per driver
+
+The collector reads each controller's figures when scraped (``Controller.health()`` and
+what the controller counted): nothing is updated on the controller's hot path but a few
+counters. Every series has a ``driver`` label:
+
+- ``resourceslice_writes_total{verb, outcome}``: create / update / delete requests, by
+  outcome: success, conflict, not_found, invalid, throttled, rejected (other 4xx), error
+  (5xx, network);
+- ``resourceslice_syncs_total{result}`` and ``resourceslice_sync_duration_seconds``
+  (histogram): pool syncs, success or error;
+- ``resourceslice_errors_total{kind}``: errors given to the error handler, by exception class;
+- ``resourceslice_queue_depth``: pools waiting to be synced now;
+- ``resourceslice_pools{state}``: pools synced, pending, failing;
+- ``resourceslice_published_devices``: devices of the pools published as desired;
+- ``resourceslice_last_sync_timestamp_seconds``: the last successful sync (absent before);
+- ``resourceslice_synced``, ``resourceslice_informer_connected``: 1 or 0;
+- ``resourceslice_leader``: 1 or 0, for a controller that elects a leader (``is_leader()``).
+
+:func:`serve` serves ``/metrics`` and the health endpoints (``resourceslice publish
+--metrics-address``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Union
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    REGISTRY,
+    CollectorRegistry,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from resourceslice.controller import Controller
+from resourceslice.health import SYNC_SECONDS_BUCKETS, Health, Snapshot
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from resourceslice.aio import AsyncController
+
+__all__ = ["ControllerCollector", "MetricsServer", "register"]
+
+AnyController = Union[Controller, "AsyncController"]
+
+_VERBS = ("create", "update", "delete")
+_POOL_STATES = ("synced", "pending", "failing")
+_SYNC_RESULTS = ("success", "error")
+
+
+def _sync(controller: AnyController) -> Controller:
+    return controller if isinstance(controller, Controller) else controller.controller
+
+
+class ControllerCollector:
+    """A Prometheus collector of controllers' figures (see the module's doc)."""
+
+    def __init__(self, controllers: Iterable[AnyController] = ()) -> None:
+        self._lock = threading.Lock()
+        self._controllers: list[Controller] = []
+        for controller in controllers:
+            self.add(controller)
+
+    def add(self, controller: AnyController) -> None:
+        """Report ``controller`` too; at most one controller per driver."""
+        ctrl = _sync(controller)
+        with self._lock:
+            if any(c.driver == ctrl.driver for c in self._controllers):
+                raise ValueError(f"a controller of driver {ctrl.driver} is reported already")
+            self._controllers.append(ctrl)
+
+    def remove(self, controller: AnyController) -> None:
+        with self._lock:
+            self._controllers.remove(_sync(controller))
+
+    @property
+    def controllers(self) -> list[Controller]:
+        with self._lock:
+            return list(self._controllers)
+
+    def describe(self) -> Iterable[Metric]:
+        """The metric names, without samples: a registry checks them for duplicates
+        without a scrape."""
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        snapshots = [(c._snapshot(), _leader(c)) for c in self.controllers]
+        return list(self._families(snapshots))
+
+    def _families(self, snapshots: Sequence[tuple[Snapshot, bool | None]] = ()) -> Iterator[Metric]:
+        driver = ["driver"]
+        writes = CounterMetricFamily(
+            "resourceslice_writes",
+            "ResourceSlice write requests, by verb and outcome.",
+            labels=[*driver, "verb", "outcome"],
+        )
+        syncs = CounterMetricFamily(
+            "resourceslice_syncs", "Pool syncs, by result.", labels=[*driver, "result"]
+        )
+        durations = HistogramMetricFamily(
+            "resourceslice_sync_duration_seconds",
+            "How long pool syncs took, successful or not.",
+            labels=driver,
+        )
+        errors = CounterMetricFamily(
+            "resourceslice_errors",
+            "Errors given to the error handler, by exception class.",
+            labels=[*driver, "kind"],
+        )
+        queue = GaugeMetricFamily(
+            "resourceslice_queue_depth", "Pools waiting to be synced now.", labels=driver
+        )
+        pools = GaugeMetricFamily(
+            "resourceslice_pools",
+            "Pools by state: synced, pending (not synced yet), failing (last sync failed).",
+            labels=[*driver, "state"],
+        )
+        devices = GaugeMetricFamily(
+            "resourceslice_published_devices",
+            "Devices of the pools published as desired.",
+            labels=driver,
+        )
+        last_sync = GaugeMetricFamily(
+            "resourceslice_last_sync_timestamp_seconds",
+            "When a pool sync last succeeded (Unix time).",
+            labels=driver,
+        )
+        synced = GaugeMetricFamily(
+            "resourceslice_synced",
+            "1 when every desired pool is published as desired.",
+            labels=driver,
+        )
+        connected = GaugeMetricFamily(
+            "resourceslice_informer_connected",
+            "1 when the last list or watch of the cluster's ResourceSlices worked.",
+            labels=driver,
+        )
+        leader = GaugeMetricFamily(
+            "resourceslice_leader", "1 when this replica is the elected leader.", labels=driver
+        )
+        for snap, is_leader in snapshots:
+            d = snap.driver
+            # Known label values are reported from the start at 0, so that rate() and
+            # alerts see a series before the first write of its kind.
+            for verb in _VERBS:
+                writes.add_metric([d, verb, "success"], snap.writes.get((verb, "success"), 0))
+            for (verb, outcome), n in sorted(snap.writes.items()):
+                if outcome != "success":
+                    writes.add_metric([d, verb, outcome], n)
+            for result in _SYNC_RESULTS:
+                syncs.add_metric([d, result], snap.syncs.get(result, 0))
+            cumulative, buckets = 0, []
+            for bound, n in zip(
+                (*map(repr, SYNC_SECONDS_BUCKETS), "+Inf"), snap.sync_seconds_buckets
+            ):
+                cumulative += n
+                buckets.append((bound, cumulative))
+            durations.add_metric([d], buckets, snap.sync_seconds_sum)
+            for kind, n in sorted(snap.errors.items()):
+                errors.add_metric([d, kind], n)
+            queue.add_metric([d], snap.queue_depth)
+            for state in _POOL_STATES:
+                pools.add_metric([d, state], snap.pools[state])
+            devices.add_metric([d], snap.published_devices)
+            if snap.health.last_sync_time is not None:
+                last_sync.add_metric([d], snap.health.last_sync_time)
+            synced.add_metric([d], float(snap.health.synced))
+            connected.add_metric([d], float(snap.health.informer_connected))
+            if is_leader is not None:
+                leader.add_metric([d], float(is_leader))
+        yield from (writes, syncs, durations, errors, queue, pools, devices, last_sync)
+        yield from (synced, connected, leader)
+
+
+def _leader(controller: Controller) -> bool | None:
+    """``is_leader()`` of a controller that elects a leader; None for one that does not."""
+    is_leader: Callable[[], bool] | None = getattr(controller, "is_leader", None)
+    return None if is_leader is None else bool(is_leader())
+
+
+def serve(host: str, port: int) -> MetricsServer:
+    """A :class:`MetricsServer` with a collector (``server.add(controller)``) and the metrics
+    of this process (CPU, memory, file descriptors, garbage collection), on a registry of
+    its own."""
+    registry = CollectorRegistry()
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    return MetricsServer(host, port, registry, register(registry=registry))
+
+
+def register(
+    *controllers: AnyController, registry: CollectorRegistry | None = None
+) -> ControllerCollector:
+    """A collector of ``controllers``, registered on ``registry`` (default: the global one);
+    ``add()`` more later. ``registry.unregister(collector)`` takes it off."""
+    collector = ControllerCollector(controllers)
+    (REGISTRY if registry is None else registry).register(collector)
+    return collector
+
+
+class MetricsServer:
+    """``/metrics`` of ``registry`` and the health of the controllers of ``collector``, over
+    HTTP, in a thread.
+
+    ``/livez``: 200 while every controller's threads run. ``/readyz``: 200 once each
+    published every desired pool (synced once; a later failure shows in the metrics, and does
+    not take a replica out of service). ``/healthz``: both. The body is their health as JSON,
+    by driver; 503 before a controller is added. Port 0 picks a free port: ``address`` says
+    which. It listens from the start, so that a port in use is known before any write.
+    """
+
+    def __init__(
+        self, host: str, port: int, registry: CollectorRegistry, collector: ControllerCollector
+    ) -> None:
+        self.collector = collector
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+                    return
+                checks: dict[str, Callable[[Health], bool]] = {
+                    "/livez": lambda h: h.alive,
+                    "/readyz": lambda h: h.synced_once,
+                    "/healthz": lambda h: h.alive and h.synced_once,
+                }
+                check = checks.get(path)
+                if check is None:
+                    self._send(404, "text/plain; charset=utf-8", b"not found\n")
+                    return
+                healths = {c.driver: c.health() for c in collector.controllers}
+                body = {driver: _health_json(h) for driver, h in healths.items()}
+                ok = bool(healths) and all(check(h) for h in healths.values())
+                text = json.dumps(body, indent=2).encode() + b"\n"
+                self._send(200 if ok else 503, "application/json", text)
+
+            def _send(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # a scrape every few seconds is not news
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="resourceslice-metrics", daemon=True
+        )
+        self._thread.start()
+
+    def add(self, controller: AnyController) -> None:
+        """Report ``controller`` (its metrics and its health)."""
+        self.collector.add(controller)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _health_json(health: Health) -> dict[str, Any]:
+    return {
+        "alive": health.alive,
+        "synced": health.synced,
+        "syncedOnce": health.synced_once,
+        "informerConnected": health.informer_connected,
+        "lastSyncTime": health.last_sync_time,
+        "failing": dict(health.failing),
+    }

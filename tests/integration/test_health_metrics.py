@@ -1,0 +1,99 @@
+"""Controller.health() and resourceslice.metrics on the real apiserver: a pool that fails
+(its Node owner does not exist yet), then recovers once the Node is created."""
+
+from __future__ import annotations
+
+import asyncio
+
+import kubernetes.client
+import pytest
+from prometheus_client import CollectorRegistry
+
+import resourceslice as rs
+from resourceslice import aio, metrics
+from resourceslice.testing import wait_until
+
+from .controller_env import (
+    SYNC_TIMEOUT,
+    ControllerEnv,
+    device,
+    env_fixture,  # noqa: F401  (the env fixture)
+    node_pools,
+    pools,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def value(registry: CollectorRegistry, name: str, driver: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, {"driver": driver, **labels})
+
+
+def test_a_failing_pool_shows_in_health_and_metrics_until_it_recovers(
+    env: ControllerEnv,
+) -> None:
+    node = env.driver.split(".")[0][:40] + "-node"
+    registry = CollectorRegistry()
+    ctrl = env.start(
+        node_pools(p=rs.Pool(devices=[device(i) for i in range(3)])),
+        owner=rs.Owner(api_version="v1", kind="Node", name=node),
+    )
+    collector = metrics.register(ctrl, registry=registry)
+    health = wait_until(lambda: (h := ctrl.health()).failing and h)
+    assert list(health.failing) == ["p"]
+    assert health.failing["p"].startswith("ApiException: (404)"), health.failing
+    assert (health.synced, health.synced_once, health.alive) == (False, False, True)
+    assert health.last_sync_time is None and not health.ok
+    assert health.informer_connected  # the informer lists before the workers start
+    m = {
+        "failing": value(registry, "resourceslice_pools", env.driver, state="failing"),
+        "synced": value(registry, "resourceslice_pools", env.driver, state="synced"),
+        "errors": value(registry, "resourceslice_errors_total", env.driver, kind="ApiException"),
+        "failed syncs": value(registry, "resourceslice_syncs_total", env.driver, result="error"),
+        "devices": value(registry, "resourceslice_published_devices", env.driver),
+        "last sync": value(registry, "resourceslice_last_sync_timestamp_seconds", env.driver),
+    }
+    assert m["failing"] == 1 and m["synced"] == 0 and m["devices"] == 0, m
+    assert m["errors"] >= 1 and m["failed syncs"] >= 1 and m["last sync"] is None, m
+
+    core = kubernetes.client.CoreV1Api(env.admin)
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    try:
+        assert ctrl.wait_synced(SYNC_TIMEOUT)
+        health = ctrl.health()
+        assert health.ok and health.synced and health.synced_once and not health.failing
+        assert health.last_sync_time is not None
+        assert value(registry, "resourceslice_pools", env.driver, state="synced") == 1
+        assert value(registry, "resourceslice_pools", env.driver, state="failing") == 0
+        assert value(registry, "resourceslice_published_devices", env.driver) == 3
+        created = value(
+            registry, "resourceslice_writes_total", env.driver, verb="create", outcome="success"
+        )
+        assert created == 1
+        assert value(registry, "resourceslice_sync_duration_seconds_count", env.driver) == sum(
+            value(registry, "resourceslice_syncs_total", env.driver, result=r) or 0
+            for r in ("success", "error")
+        )
+        ctrl.stop()
+        health = ctrl.health()
+        assert not health.alive and not health.synced
+        assert value(registry, "resourceslice_synced", env.driver) == 0
+        collector.remove(ctrl)
+        assert value(registry, "resourceslice_synced", env.driver) is None
+    finally:
+        core.delete_node(node)
+
+
+def test_an_asyncio_controller_is_collected_too(env: ControllerEnv) -> None:
+    registry = CollectorRegistry()
+
+    async def main() -> None:
+        resources = pools(p=rs.Pool(devices=[device(0)]))
+        async with aio.start_controller(env.client, driver=env.driver, resources=resources) as c:
+            metrics.register(c, registry=registry)
+            assert await c.wait_synced(SYNC_TIMEOUT)
+            assert c.controller.health().synced
+            assert value(registry, "resourceslice_synced", env.driver) == 1
+            assert value(registry, "resourceslice_informer_connected", env.driver) == 1
+
+    asyncio.run(main())
