@@ -26,8 +26,8 @@ STAMP := $(VENV)/.installed
 VENV_MADE := $(VENV)/.made-with-$(notdir $(PYTHON))
 
 # The lower bound of every runtime dependency in pyproject.toml, exactly: pip would resolve
-# the newest, so these are what .venv-oldest proves.
-OLDEST_DEPS := kubernetes==34.1.0 urllib3==2.3.0 PyYAML==6.0
+# the newest, so these are what .venv-oldest proves. prometheus-client: the metrics extra's.
+OLDEST_DEPS := kubernetes==34.1.0 urllib3==2.3.0 PyYAML==6.0 prometheus-client==0.17.0
 OLDEST_VENV := .venv-oldest
 OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
@@ -76,15 +76,15 @@ fmt: dev
 	$(VENV)/bin/ruff check --fix python tests benches
 	cargo fmt
 
-# The oldest declared Python, the wheel with its test extra, and the oldest declared
-# dependencies: pip fails here if they are outside what the wheel declares. (Made after
+# The oldest declared Python, the wheel with its test and metrics extras, and the oldest
+# declared dependencies: pip fails here if they are outside what the wheel declares. (Made after
 # `wheel`: see test-oldest.)
 $(OLDEST_STAMP): pyproject.toml Makefile
 	@test -n "$(PYTHON_OLDEST)" || { echo "no Python $(PYTHON_OLDEST_VERSION) found (pyenv or" \
 		"PATH): pyproject.toml declares it, so make test runs on it; set PYTHON_OLDEST" >&2; exit 1; }
 	$(PYTHON_OLDEST) -m venv --clear $(OLDEST_VENV)
 	$(OLDEST_PY) -m pip install --quiet --upgrade pip
-	$(OLDEST_PY) -m pip install --quiet "$$(ls $(WHEEL_DIR)/*.whl)[test]" $(OLDEST_DEPS)
+	$(OLDEST_PY) -m pip install --quiet "$$(ls $(WHEEL_DIR)/*.whl)[test,metrics]" $(OLDEST_DEPS)
 	touch $@
 
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
