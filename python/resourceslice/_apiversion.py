@@ -36,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from resourceslice._http import SliceLister, delete_options, get_json, send_json
 from resourceslice.api import ValidationError
 
-log = logging.getLogger("resourceslice")
+log = logging.getLogger(__name__)
 
 GROUP = "resource.k8s.io"
 #: Most preferred first, as the draclient's order.

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 else:
     from resourceslice._backend import core
 
-log = logging.getLogger("resourceslice")
+log = logging.getLogger(__name__)
 
 ErrorHandler = Callable[[BaseException, str], None]
 
@@ -74,7 +74,9 @@ class ControllerStoppedError(RuntimeError):
 
 
 def _log_error(exc: BaseException, message: str) -> None:
-    log.error("%s: %s", message, exc)
+    # One line per error; where it came from only for who asked (DEBUG): a pool retried
+    # every few seconds would fill the log with the same traceback.
+    log.error("%s: %s", message, exc, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
 
 
 @dataclass
@@ -436,6 +438,8 @@ class Controller:
                 # must not end the worker silently; the pool is retried like any failure.
                 self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
                 asked = retry_after(exc)
+                if asked > 0:
+                    log.info("the apiserver asked for %.1fs of quiet (429): writes pause", asked)
                 with self._lock:
                     self._quiet_until = max(self._quiet_until, self._clock.now() + asked)
                 if isinstance(exc, SliceExistsError):
@@ -465,6 +469,7 @@ class Controller:
         return (owner.api_version, owner.kind, owner.name, owner.uid)
 
     def _sync(self, pool: str) -> None:
+        started = time.monotonic()
         owner = self._owner_ref()
         with self._lock:
             desired, version = self._desired, self._pool_versions.get(pool, 0)
@@ -483,6 +488,7 @@ class Controller:
             and dropped.version == version
             and _rewrites_only(plan, existing, dropped.written)
         )
+        writes = _log_plan(pool, plan, existing, redundant)
         if not redundant:
             self._report_overwrites(pool, plan, existing)
             # Deletes first: they free the names and the room; then updates, then creates
@@ -498,6 +504,12 @@ class Controller:
                 self._write(pool, plan, version)
         if self._stopped:
             return  # a write was skipped: the pool is not synced
+        if writes and not redundant:
+            creates, updates, deletes = writes
+            log.info(
+                "pool %r: generation %d, %d creates, %d updates, %d deletes in %.3fs",
+                pool, plan.generation, creates, updates, deletes, time.monotonic() - started,
+            )  # fmt: skip
         with self._lock:
             self._counts["syncs"] += 1
             if self._pool_versions.get(pool, 0) == version:
@@ -620,6 +632,29 @@ class Controller:
     def _count(self, kind: str) -> None:
         with self._lock:
             self._counts[kind] += 1
+
+
+def _log_plan(
+    pool: str, plan: Plan, existing: list[SliceRecord], redundant: bool
+) -> tuple[int, int, int] | None:
+    """The plan's creates, updates and deletes, or None for none; its decisions at DEBUG."""
+    names = {record.name for record in existing}
+    updates = sum(name in names for name in plan.writes)
+    counts = (len(plan.writes) - updates, updates, len(plan.deletes))
+    if log.isEnabledFor(logging.DEBUG):
+        generations = sorted({record.generation for record in existing})
+        log.debug(
+            "pool %r: %d devices in %d slices, generation %d (in the cluster: %s); "
+            "delete %s, update %s, create %s%s",
+            pool, plan.device_count, plan.slice_count, plan.generation,
+            ", ".join(map(str, generations)) or "none",
+            [name for name, _, _ in plan.deletes] or "none",
+            [name for name in plan.writes if name in names] or "none",
+            [name for name in plan.writes if name not in names] or "none",
+            "; skipped: it would rewrite what the apiserver stored without the dropped fields"
+            if redundant else "",
+        )  # fmt: skip
+    return counts if any(counts) else None
 
 
 def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 else:
     from resourceslice._backend import core
 
-log = logging.getLogger("resourceslice")
+log = logging.getLogger(__name__)
 
 #: Called for every change the store sees: ``(old, new)``, None on the missing side; for a
 #: watched delete, ``old`` is the object as the delete event showed it.
@@ -224,6 +224,7 @@ class SliceInformer:
                     break
                 log.warning("the ResourceSlice watch ended at once without events; backing off")
             except _Gone:
+                log.info("the ResourceSlice watch expired (410 Gone): relisting")
                 self._version = None
                 if self._watch_worked:
                     self._backoff.reset()
@@ -257,7 +258,15 @@ class SliceInformer:
                 self._backoff.reset()
             delay = self._backoff.next_delay()
             if asked > 0:
-                self._stopping.wait(max(delay, asked))
+                log.info("the apiserver asked for %.1fs of quiet (429): the watch pauses", asked)
+                delay = max(delay, asked)
+            log.info(
+                "%s ResourceSlices in %.1fs",
+                "watching" if self._version is not None else "relisting",
+                delay,
+            )
+            if asked > 0:
+                self._stopping.wait(delay)
             else:
                 self._wake.wait(delay)
 
@@ -272,6 +281,7 @@ class SliceInformer:
         finally:
             response.release_conn()
         wanted = [r for r in records if self._wanted(r)]
+        log.info("listed %d ResourceSlices (%s)", len(wanted), self._selector)
         for old, new in self._store.replace(wanted):
             self._notify(old, new)
         return resource_version
