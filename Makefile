@@ -65,15 +65,16 @@ wheel: dev
 		--release --zig --compatibility manylinux2014 --out $(WHEEL_DIR) --quiet
 
 lint: dev
-	$(VENV)/bin/ruff check python tests benches
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff check python tests benches examples
+	$(VENV)/bin/ruff format --check python tests benches examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy examples
 	cargo fmt --check
 	cargo clippy --quiet --all-targets -- -D warnings
 
 fmt: dev
-	$(VENV)/bin/ruff format python tests benches
-	$(VENV)/bin/ruff check --fix python tests benches
+	$(VENV)/bin/ruff format python tests benches examples
+	$(VENV)/bin/ruff check --fix python tests benches examples
 	cargo fmt
 
 # The oldest declared Python, the wheel with its test and metrics extras, and the oldest
@@ -110,7 +111,7 @@ bench: dev server
 	$(PY) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/latest.json
 
 demo: dev server
-	$(PY) -m resourceslice.demo
+	$(PY) examples/demo.py
 
 clean:
 	rm -rf $(VENV) $(OLDEST_VENV) target .pytest_cache .mypy_cache .ruff_cache .benchmarks

@@ -6,6 +6,9 @@ see the README for an example.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from resourceslice._backend import core_backend
 from resourceslice.api import (
     ConflictingWriterError,
@@ -24,16 +27,55 @@ from resourceslice.controller import (
     ErrorHandler,
     start_controller,
 )
+from resourceslice.types import (
+    CapacityRequestPolicy,
+    CapacityRequestPolicyRange,
+    Counter,
+    CounterSet,
+    Device,
+    DeviceAttribute,
+    DeviceCapacity,
+    DeviceCounterConsumption,
+    DeviceTaint,
+    NodeAllocatableMapping,
+    NodeAllocatableOverhead,
+    NodeAllocatableResource,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Quantity,
+)
+
+try:
+    __version__ = _version("resourceslice")
+except PackageNotFoundError:  # python/ on the path without an installation
+    __version__ = "0+unknown"
 
 __all__ = [
+    "CapacityRequestPolicy",
+    "CapacityRequestPolicyRange",
     "ConflictingWriterError",
     "Controller",
     "ControllerStoppedError",
+    "Counter",
+    "CounterSet",
+    "Device",
+    "DeviceAttribute",
+    "DeviceCapacity",
+    "DeviceCounterConsumption",
+    "DeviceTaint",
     "DriverResources",
     "DroppedFieldsError",
     "ErrorHandler",
+    "NodeAllocatableMapping",
+    "NodeAllocatableOverhead",
+    "NodeAllocatableResource",
+    "NodeSelector",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
     "Owner",
     "Pool",
+    "Quantity",
     "Slice",
     "SliceExistsError",
     "Stats",

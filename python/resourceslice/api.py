@@ -1,7 +1,8 @@
 """The public data types: what a driver describes, and the errors it can get back.
 
 Devices, node selectors and counters are accepted as plain dicts in the REST JSON shape
-(camelCase) or as the ``kubernetes`` client's model objects; :func:`to_plain_pools` turns
+(camelCase; typed as :mod:`resourceslice.types`) or as the ``kubernetes`` client's model
+objects; :func:`to_plain_pools` turns
 either into the plain mapping the core validates (``core.prepare_desired``).
 """
 
@@ -12,6 +13,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from resourceslice.types import CounterSet, Device, NodeSelector
 
 if TYPE_CHECKING:
     from resourceslice import _core as core
@@ -59,8 +62,8 @@ class Slice:
     ``NodeUnprepareResources``, ``*``). Both are alpha in Kubernetes 1.37.
     """
 
-    devices: Sequence[Any] = ()
-    shared_counters: Sequence[Any] | None = None
+    devices: Sequence[Device | Mapping[str, Any] | Any] = ()
+    shared_counters: Sequence[CounterSet | Mapping[str, Any] | Any] | None = None
     per_device_node_selection: bool | None = None
     partition_type_attribute: str | None = None
     skip_node_operations: Sequence[str] | None = None
@@ -74,9 +77,9 @@ class Pool:
     controller's), ``node_selector``, ``all_nodes=True``, or ``per_device_node_selection`` in
     its slices. There is no default: a pool without any is a ``ValidationError``."""
 
-    devices: Sequence[Any] | None = None
+    devices: Sequence[Device | Mapping[str, Any] | Any] | None = None
     slices: Sequence[Slice] | None = None
-    node_selector: Any = None
+    node_selector: NodeSelector | Mapping[str, Any] | Any = None
     all_nodes: bool = False
     generation: int = 0
 

@@ -745,6 +745,57 @@ def cmd_publish(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return publisher.run()
 
 
+# -- prune ------------------------------------------------------------------------------------
+
+#: Rounds of list-and-delete: a slice changed between the list and its delete is listed again.
+_PRUNE_ROUNDS = 3
+
+
+def cmd_prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Delete the driver's slices (of one node with ``--node``): for an uninstall, once the
+    driver is stopped (a running one publishes them again). Without ``--yes``, only lists."""
+    from kubernetes.client.exceptions import ApiException
+
+    from resourceslice._apiversion import ResourceSliceAPI
+    from resourceslice.informer import field_selector
+
+    where = f" on node {args.node}" if args.node else ""
+    selector = field_selector(args.driver, args.node, args.node is None)
+    client = api_client(args.kubeconfig, args.context)
+    with client:
+        records = list_records(client, selector)
+        if not args.yes:
+            if records:
+                out.write("".join(f"{r.name}  pool {r.pool}\n" for r in records))
+            err.write(
+                f"{_counted(len(records), 'ResourceSlice')} of driver {args.driver}{where}; "
+                "nothing deleted: pass --yes to delete them\n"
+            )
+            return EXIT_USAGE
+        api = ResourceSliceAPI(client)
+        deleted = 0
+        for _ in range(_PRUNE_ROUNDS):
+            for record in records:
+                try:
+                    # Preconditions: what was listed, not a slice recreated meanwhile.
+                    api.delete(record.name, record.uid, record.resource_version)
+                    deleted += 1
+                except ApiException as exc:
+                    if exc.status not in (404, 409):  # 404: gone; 409: changed, listed again
+                        raise
+            records = list_records(client, selector)
+            if not records:
+                break
+    out.write(f"deleted {_counted(deleted, 'ResourceSlice')} of driver {args.driver}{where}\n")
+    if records:
+        err.write(
+            f"error: {_counted(len(records), 'ResourceSlice')} came back while deleting: "
+            "is the driver still running?\n"
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 # -- command line -----------------------------------------------------------------------------
 
 
@@ -768,12 +819,19 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
+def _version() -> str:
+    import resourceslice
+
+    return f"resourceslice {resourceslice.__version__} (core: {resourceslice.core_backend()})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resourceslice",
         description="Plan, publish and check DRA ResourceSlices (resource.k8s.io).",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     cluster = argparse.ArgumentParser(add_help=False)
@@ -832,6 +890,14 @@ def build_parser() -> argparse.ArgumentParser:
     driver_args(status)
     status.add_argument("--node", help="only the slices of this node")
     status.set_defaults(run=cmd_status)
+
+    prune = commands.add_parser(
+        "prune", parents=[cluster], help="delete the driver's ResourceSlices (on uninstall)"
+    )
+    driver_args(prune)
+    prune.add_argument("--node", help="only the slices of this node")
+    prune.add_argument("--yes", action="store_true", help="delete (without it: only list)")
+    prune.set_defaults(run=cmd_prune)
     return parser
 
 

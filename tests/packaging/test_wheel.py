@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,8 +124,30 @@ def test_both_cores_are_reachable(installed: Installed) -> None:
 
 def test_help(installed: Installed) -> None:
     out = installed.run("resourceslice", "--help").stdout
-    for command in ("plan", "publish", "status"):
+    for command in ("plan", "publish", "status", "prune"):
         assert command in out
+    assert (
+        installed.run("resourceslice", "--version").stdout == "resourceslice 0.1.0 (core: rust)\n"
+    )
+
+
+def test_the_wheel_carries_the_license_and_its_metadata(installed: Installed) -> None:
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        names = wheel.namelist()
+        (license_name,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert wheel.read(license_name) == (REPO / "LICENSE").read_bytes()
+        metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
+    lines = metadata.decode().splitlines()
+    assert "License: Apache-2.0" in lines
+    assert "Classifier: License :: OSI Approved :: Apache Software License" in lines
+    assert any(line.startswith("Project-URL: ") for line in lines)
+    assert "Provides-Extra: metrics" in lines
+    # The demo needs the checkout's examples/: it is not shipped, rather than shipped broken.
+    assert not any(name.startswith("resourceslice/demo") for name in names)
+    assert (
+        "No module named resourceslice.demo"
+        in installed.run("python", "-m", "resourceslice.demo", check=False).stderr
+    )
 
 
 def test_plan_an_example_with_either_core(installed: Installed) -> None:
@@ -163,3 +186,11 @@ def test_publish_from_the_wheel(installed: Installed, kube_cluster: TestCluster,
     header, row = status.stdout.splitlines()
     assert header.split()[:2] == ["POOL", "NODE"]
     assert row.split() == [node, node, "1", "3/3", "288", "ok"]
+
+    # The metrics extra is not installed here: the command says what to install.
+    metrics = installed.run(
+        "resourceslice", "publish", str(GPU_NODE), *common, "--once",
+        "--metrics-address", "127.0.0.1:0", check=False,
+    )  # fmt: skip
+    assert metrics.returncode == 2
+    assert "needs prometheus_client: pip install 'resourceslice[metrics]'" in metrics.stderr

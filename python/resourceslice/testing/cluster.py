@@ -10,7 +10,6 @@ caches the binary under ``~/.cache/resourceslice/`` keyed by the module's conten
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -122,6 +121,10 @@ def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     # One build at a time per machine: a second process waits, then finds the binary.
+    # Imported here: fcntl is POSIX-only, and this module is imported by the pytest plugin
+    # (registered on install): pytest must keep working where it is missing, as on Windows.
+    import fcntl
+
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_file():

@@ -1,11 +1,13 @@
 """``make demo``: the ``resourceslice`` command against a real local apiserver.
 
-Run with ``python -m resourceslice.demo``. It starts the test kube-apiserver + etcd of
-:mod:`resourceslice.testing` (built once per machine), publishes ``examples/gpu-node.yaml``
-(one node, 288 devices) and ``examples/fabric-pool.yaml`` (a network-attached pool of 4,800
-ports) with ``resourceslice publish``, prints ``resourceslice status``, changes one device in
-the GPU file while its publisher runs, shows the single update that caused, and stops
-everything it started. The examples are copied first: the edit never touches the checkout.
+Run with ``python examples/demo.py``, from a checkout: it uses the example files beside it,
+which the wheel does not ship, and so neither does it ship this. It starts the test
+kube-apiserver + etcd of :mod:`resourceslice.testing` (built once per machine), publishes
+``gpu-node.yaml`` (one node, 288 devices) and ``fabric-pool.yaml`` (a network-attached pool
+of 4,800 ports) with ``resourceslice publish``, prints ``resourceslice status``, changes one
+device in the GPU file while its publisher runs, shows the single update that caused, and
+stops everything it started. The examples are copied first: the edit never touches the
+checkout.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from resourceslice.testing import start_cluster
 NODE = "demo-node-1"
 GPU_DRIVER = "gpu.example.com"
 FABRIC_DRIVER = "fabric.example.com"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parent
 WAIT = 120.0
 
 
