@@ -27,6 +27,7 @@ from resourceslice.controller import (
     ErrorHandler,
     start_controller,
 )
+from resourceslice.health import Health
 from resourceslice.types import (
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
@@ -67,6 +68,7 @@ __all__ = [
     "DriverResources",
     "DroppedFieldsError",
     "ErrorHandler",
+    "Health",
     "NodeAllocatableMapping",
     "NodeAllocatableOverhead",
     "NodeAllocatableResource",

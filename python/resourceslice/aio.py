@@ -29,6 +29,7 @@ from resourceslice._kubeconfig import default_api_client, kubeconfig_paths
 from resourceslice.api import DriverResources, Stats
 from resourceslice.controller import Controller, ControllerStoppedError
 from resourceslice.controller import start_controller as _start_sync
+from resourceslice.health import Health
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -80,6 +81,9 @@ class AsyncController:
 
     def stats(self) -> Stats:
         return self._controller.stats()
+
+    def health(self) -> Health:
+        return self._controller.health()
 
     @property
     def running(self) -> bool:

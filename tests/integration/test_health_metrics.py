@@ -92,7 +92,7 @@ def test_an_asyncio_controller_is_collected_too(env: ControllerEnv) -> None:
         async with aio.start_controller(env.client, driver=env.driver, resources=resources) as c:
             metrics.register(c, registry=registry)
             assert await c.wait_synced(SYNC_TIMEOUT)
-            assert c.controller.health().synced
+            assert c.health().synced and c.health() == c.controller.health()
             assert value(registry, "resourceslice_synced", env.driver) == 1
             assert value(registry, "resourceslice_informer_connected", env.driver) == 1
 
