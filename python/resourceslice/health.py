@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kubernetes.client import ApiClient
@@ -87,19 +87,19 @@ class Snapshot:
     published_devices: int
 
 
-@dataclass
 class Observer:
     """Counts as the controller works; thread-safe."""
 
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _writes: Counter[tuple[str, str]] = field(default_factory=Counter)
-    _syncs: Counter[str] = field(default_factory=Counter)
-    _buckets: list[int] = field(default_factory=lambda: [0] * (len(SYNC_SECONDS_BUCKETS) + 1))
-    _seconds: float = 0.0
-    _errors: Counter[str] = field(default_factory=Counter)
-    _failing: dict[str, str] = field(default_factory=dict)
-    _last_sync_time: float | None = None
-    _synced_once: bool = False
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._writes: Counter[tuple[str, str]] = Counter()  # (verb, outcome)
+        self._syncs: Counter[str] = Counter()  # "success" / "error"
+        self._buckets = [0] * (len(SYNC_SECONDS_BUCKETS) + 1)  # sync durations, then +Inf
+        self._seconds = 0.0  # all sync durations added up
+        self._errors: Counter[str] = Counter()  # exception class name
+        self._failing: dict[str, str] = {}  # pool -> its last sync's error
+        self._last_sync_time: float | None = None
+        self._synced_once = False
 
     @contextmanager
     def writing(self, verb: str) -> Iterator[None]:

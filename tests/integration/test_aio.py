@@ -77,14 +77,14 @@ def test_the_loop_keeps_running_through_start_update_wait_and_stop(env: Controll
             # 10,000 devices in 79 slices of at most 128: created, then each updated once.
             assert (stats.creates, stats.updates, stats.deletes) == (79, 79, 0)
         finally:
-            async with LoopTicker() as ticker:
-                await ctrl.stop()
-            ticks["stop"] = ticker.ticks
+            # Not measured: with no write in flight, a stop can take less than a tick.
+            await ctrl.stop()
         assert not ctrl.running
         return ticks
 
     ticks = asyncio.run(main())
-    # Each call let the loop run its other task: none held it from start to end.
+    # Each call let the loop run its other task: none held it from start to end (each of
+    # these takes milliseconds at least: 10,000 devices validated, 79 slices written).
     assert all(n > 0 for n in ticks.values()), ticks
     assert not env.errors
 
