@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from resourceslice._http import ClosingApiClient
 
-__all__ = ["AsyncController", "start_controller"]
+__all__ = ["AsyncController", "StartingController", "start_controller"]
 
 T = TypeVar("T")
 
@@ -115,7 +115,7 @@ class AsyncController:
         await self.stop()
 
 
-class _Starting:
+class StartingController:
     """What :func:`start_controller` returns: awaited, or entered with ``async with``."""
 
     def __init__(
@@ -158,7 +158,7 @@ def start_controller(
     kubeconfig: str | None = None,
     context: str | None = None,
     **options: Any,
-) -> _Starting:
+) -> StartingController:
     """Start a controller (``options``: the keywords of :func:`resourceslice.start_controller`,
     ``driver`` among them) without blocking the event loop.
 
@@ -173,7 +173,7 @@ def start_controller(
         api_client = own_client = default_api_client(kubeconfig_paths(kubeconfig), context)
     elif kubeconfig is not None or context is not None:
         raise TypeError("kubeconfig and context are for when no api_client is given")
-    return _Starting(functools.partial(_start_sync, api_client, **options), own_client)
+    return StartingController(functools.partial(_start_sync, api_client, **options), own_client)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:

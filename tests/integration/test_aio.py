@@ -147,3 +147,23 @@ def test_without_a_client_the_kubeconfig_is_used_and_closed(
         aio.start_controller(driver=env.driver)
     with pytest.raises(TypeError, match="no api_client"):
         aio.start_controller(env.client, driver=env.driver, kubeconfig="/x")
+
+
+def test_a_kubeconfig_and_context_given(env: ControllerEnv) -> None:
+    from kubernetes.config.config_exception import ConfigException
+
+    kubeconfig = str(env.cluster.kubeconfigs["admin"])
+    resources = pools(p=rs.Pool(devices=[{"name": "d0"}]))
+
+    async def main() -> None:
+        start = aio.start_controller(
+            driver=env.driver, resources=resources, kubeconfig=kubeconfig, context="admin"
+        )
+        async with start as ctrl:
+            assert await ctrl.wait_synced(SYNC_TIMEOUT)
+            assert ctrl.health().synced
+
+    asyncio.run(main())
+    assert len(env.slices("p")) == 1
+    with pytest.raises(ConfigException, match="nope"):
+        aio.start_controller(driver=env.driver, kubeconfig=kubeconfig, context="nope")
