@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 import resourceslice as rs
 from resourceslice import aio, metrics
+from resourceslice._pycore.plan import slice_name
 from resourceslice.testing import wait_until
 
 from .controller_env import (
@@ -97,3 +98,34 @@ def test_an_asyncio_controller_is_collected_too(env: ControllerEnv) -> None:
             assert value(registry, "resourceslice_informer_connected", env.driver) == 1
 
     asyncio.run(main())
+
+
+def test_a_create_refused_with_409_is_counted_as_a_conflict(env: ControllerEnv) -> None:
+    registry = CollectorRegistry()
+    owner = rs.Owner(api_version="v1", kind="Node", name="node-a", uid="uid-a")
+    # Our first slice's name, held by a slice of another node, which the Node owner's
+    # informer does not watch: the create is refused.
+    name = slice_name(0, env.driver, ("v1", "Node", "node-a", "uid-a"), "node-a")
+    env.create_slice(
+        {
+            **env.slice_body(name, "node-a", 1, 1),
+            "spec": {
+                "driver": env.driver,
+                "pool": {"name": "node-a", "generation": 1, "resourceSliceCount": 1},
+                "nodeName": "node-b",
+            },
+        }
+    )
+    ctrl = env.start(node_pools(**{"node-a": rs.Pool(devices=[device(0)])}), owner=owner)
+    metrics.register(ctrl, registry=registry)
+    wait_until(
+        lambda: value(
+            registry, "resourceslice_writes_total", env.driver, verb="create", outcome="conflict"
+        )
+    )
+    assert ctrl.health().failing["node-a"].startswith("SliceExistsError: pool 'node-a'")
+    assert value(registry, "resourceslice_errors_total", env.driver, kind="SliceExistsError")
+    created = value(
+        registry, "resourceslice_writes_total", env.driver, verb="create", outcome="success"
+    )
+    assert created == 0
