@@ -30,6 +30,9 @@ pub struct Record {
     pub header: String,
     pub labels: Option<Value>,
     pub annotations: Option<Value>,
+    /// Stored as they are: an update keeps them (upstream replaces only the spec).
+    pub owner_references: Option<Value>,
+    pub finalizers: Option<Value>,
 }
 
 impl Record {
@@ -134,6 +137,7 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
     devices.jsons.shrink_to_fit();
     let labels = meta.remove("labels");
     let annotations = meta.remove("annotations");
+    let owner_references = meta.remove("ownerReferences");
     let h = Header {
         driver: &driver,
         pool: &pool_name,
@@ -143,7 +147,7 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
         shared_counters: spec.remove("sharedCounters"),
         partition_type_attribute: spec.remove("partitionTypeAttribute"),
         skip_node_operations: spec.remove("skipNodeOperations"),
-        owner_references: meta.remove("ownerReferences"),
+        owner_references: owner_references.clone(),
         labels: labels.clone(),
         annotations: annotations.clone(),
     }
@@ -162,6 +166,8 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
         header: canonical::stored_header(&h),
         labels: labels.and_then(canonical::prune),
         annotations: annotations.and_then(canonical::prune),
+        owner_references,
+        finalizers: meta.remove("finalizers").filter(|v| !v.is_null()),
     })
 }
 

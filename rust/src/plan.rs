@@ -243,6 +243,27 @@ impl<'r> StoredTimes<'r> {
 /// when every slice of the generation that stays is already as desired: the new slices hold
 /// only devices no other slice has. Anything else needs a new generation, so that consumers
 /// never mix old and new slices.
+/// The ownerReferences of a written slice: the stored ones as they are, ours put in place of
+/// the stored entry with our uid (or first when there is none), so that an update keeps what
+/// other clients own, as upstream's update of a copy of the stored object does.
+fn owner_references(ours: Option<&Value>, record: Option<&Record>) -> Option<Value> {
+    let uid = ours.and_then(|o| o.get("uid"));
+    let mut refs: Vec<Value> = match record.and_then(|r| r.owner_references.as_ref()) {
+        Some(Value::Array(stored)) => stored
+            .iter()
+            .map(|r| match ours {
+                Some(o) if r.get("uid") == uid => o.clone(),
+                _ => r.clone(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(o) = ours.filter(|_| !refs.iter().any(|r| r.get("uid") == uid)) {
+        refs.insert(0, o.clone());
+    }
+    (!refs.is_empty()).then_some(Value::Array(refs))
+}
+
 fn keeps_generation(
     missing: usize,
     updates_needed: usize,
@@ -299,14 +320,14 @@ pub fn plan_pool(
     let mut deletes: Vec<_> = dropped.iter().map(|r| delete(r)).collect();
     deletes.sort();
 
-    let owner_refs = owner.filter(|o| !o.uid.is_empty()).map(|o| {
+    let owner_ref = owner.filter(|o| !o.uid.is_empty()).map(|o| {
         let mut r = Map::new();
         r.insert("apiVersion".into(), Value::from(o.api_version.as_str()));
         r.insert("kind".into(), Value::from(o.kind.as_str()));
         r.insert("name".into(), Value::from(o.name.as_str()));
         r.insert("uid".into(), Value::from(o.uid.as_str()));
         r.insert("controller".into(), Value::Bool(true));
-        Value::Array(vec![Value::Object(r)])
+        Value::Object(r)
     });
     let node_selection = |s: &SliceRef<'_>| -> (&'static str, Value) {
         if let Some(ns) = &wanted.node_selector {
@@ -330,7 +351,7 @@ pub fn plan_pool(
         shared_counters: s.shared_counters.cloned(),
         partition_type_attribute: s.partition_type_attribute.map(Value::from),
         skip_node_operations: s.skip_node_operations.map(Value::from),
-        owner_references: owner_refs.clone(),
+        owner_references: owner_references(owner_ref.as_ref(), record),
         labels: record.and_then(|r| r.labels.clone()),
         annotations: record.and_then(|r| r.annotations.clone()),
     };
@@ -410,6 +431,9 @@ pub fn plan_pool(
             }
         }
         metadata.insert("name".into(), Value::from(name.as_str()));
+        if let Some(f) = record.and_then(|r| r.finalizers.clone()) {
+            metadata.insert("finalizers".into(), f);
+        }
         if let Some(r) = record {
             metadata.insert(
                 "resourceVersion".into(),

@@ -244,3 +244,47 @@ def test_changed_pools_are_those_whose_content_differs(core: ModuleType) -> None
     assert old.changed_pools(old) == []
     # Another byte budget packs every pool differently.
     assert old.changed_pools(prepare(core, base, 4096 + 3 * 60)) == sorted(base)
+
+
+def test_update_keeps_finalizers_and_foreign_owner_references(core: ModuleType) -> None:
+    obj = json.loads(
+        core.plan_pool(prepare(core, {"p": pool(devices(1))}), "p", [], OWNER, None).creates[0]
+    )
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u-cm"}
+    stale_ours = {"apiVersion": "v1", "kind": "Node", "name": "old", "uid": OWNER[3]}
+    obj["metadata"].update(
+        uid="u",
+        resourceVersion="3",
+        finalizers=["example.com/keep"],
+        ownerReferences=[foreign, stale_ours],
+        labels={"team": "x"},
+    )
+    stored = core.decode_slice(json.dumps(obj).encode())
+    plan = core.plan_pool(prepare(core, {"p": pool(devices(2))}), "p", [stored], OWNER, None)
+    ((_, body),) = plan.updates
+    meta = json.loads(body)["metadata"]
+    ours = dict(zip(("apiVersion", "kind", "name", "uid"), OWNER), controller=True)
+    assert meta["finalizers"] == ["example.com/keep"]
+    assert meta["ownerReferences"] == [foreign, ours]
+    assert meta["labels"] == {"team": "x"}
+    # What was written, once stored, is what is wanted: no further update.
+    written = json.loads(body)
+    written["metadata"].update(uid="u", resourceVersion="4")
+    again = core.plan_pool(
+        prepare(core, {"p": pool(devices(2))}),
+        "p",
+        [core.decode_slice(json.dumps(written).encode())],
+        OWNER,
+        None,
+    )
+    assert (again.updates, again.creates, again.deletes) == ([], [], [])
+    # Without a stored entry of ours, ours comes first and the others follow as stored.
+    obj["metadata"]["ownerReferences"] = [foreign]
+    plan = core.plan_pool(
+        prepare(core, {"p": pool(devices(2))}),
+        "p",
+        [core.decode_slice(json.dumps(obj).encode())],
+        OWNER,
+        None,
+    )
+    assert json.loads(plan.updates[0][1])["metadata"]["ownerReferences"] == [ours, foreign]

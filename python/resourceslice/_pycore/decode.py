@@ -23,11 +23,13 @@ class SliceRecord:
         "device_jsons",
         "device_names",
         "driver",
+        "finalizers",
         "generation",
         "header",
         "labels",
         "name",
         "node_name",
+        "owner_references",
         "pool",
         "resource_slice_count",
         "resource_version",
@@ -49,6 +51,8 @@ class SliceRecord:
         header: str,
         labels: Any,
         annotations: Any,
+        owner_references: Any,
+        finalizers: Any,
     ) -> None:
         self.name = name
         self.uid = uid
@@ -65,6 +69,9 @@ class SliceRecord:
         self.header = header
         self.labels = labels
         self.annotations = annotations
+        #: Stored as they are: an update keeps them (upstream replaces only the spec).
+        self.owner_references = owner_references
+        self.finalizers = finalizers
 
     def same_content(self, other: SliceRecord) -> bool:
         """Semantic equality of header and devices, ``self`` taken as the desired side."""
@@ -160,6 +167,8 @@ def record(obj: Any) -> SliceRecord:
         header=canonical.stored_header(header),
         labels=canonical.prune(labels),
         annotations=canonical.prune(annotations),
+        owner_references=meta.get("ownerReferences"),
+        finalizers=meta.get("finalizers"),
     )
 
 

@@ -162,6 +162,25 @@ class _StoredTimes:
         return canonical.to_json(value)
 
 
+def _owner_references(ours: dict[str, Any] | None, rec: SliceRecord | None) -> list[Any] | None:
+    """The ownerReferences of a written slice: the stored ones as they are, ours in place of
+    the stored entry with our uid (or first when there is none), so that an update keeps what
+    other clients own, as upstream's update of a copy of the stored object does."""
+    uid = ours.get("uid") if ours is not None else None
+    stored = rec.owner_references if rec is not None else None
+
+    def uid_of(r: Any) -> Any:
+        return r.get("uid") if isinstance(r, dict) else None
+
+    refs = [
+        ours if ours is not None and uid_of(r) == uid else r
+        for r in (stored if isinstance(stored, list) else ())
+    ]
+    if ours is not None and not any(uid_of(r) == uid for r in refs):
+        refs.insert(0, ours)
+    return refs or None
+
+
 def _keeps_generation(missing: int, updates_needed: int, kept: int, drops_current: bool) -> bool:
     """Whether the pool's writes can go out under its current generation (docs/core.md §5).
 
@@ -215,12 +234,16 @@ def plan_pool(
     dropped.extend(r for i, r in current.items() if i >= count)
     deletes = sorted(_delete(r) for r in dropped)
 
-    owner_refs = None
+    owner_ref = None
     if owner is not None and owner[3]:
         api_version, kind, name, uid = owner
-        owner_refs = [
-            {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True}
-        ]
+        owner_ref = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": name,
+            "uid": uid,
+            "controller": True,
+        }
 
     def node_selection(s: _SliceRef) -> tuple[str, Any]:
         if wanted.node_selector is not None:
@@ -241,7 +264,7 @@ def plan_pool(
             count,
             node_selection(s),
             s.shared_counters,
-            owner_refs,
+            _owner_references(owner_ref, rec),
             rec.labels if rec is not None else None,
             rec.annotations if rec is not None else None,
             s.partition_type_attribute,
@@ -293,6 +316,8 @@ def plan_pool(
             k: spec.pop(k) for k in ("ownerReferences", "labels", "annotations") if k in spec
         }
         metadata["name"] = name
+        if stored is not None and stored.finalizers is not None:
+            metadata["finalizers"] = stored.finalizers
         if stored is not None:
             metadata["resourceVersion"] = stored.resource_version
         spec_members = [(k, canonical.to_json(v)) for k, v in spec.items()]
