@@ -56,7 +56,7 @@ $(STAMP): $(VENV_MADE) pyproject.toml Cargo.toml $(shell find rust/src -name '*.
 
 # Build (or find cached) the real kube-apiserver + etcd used by the integration tests.
 server: dev
-	$(PY) -c "from resourceslice.testing import build_server; print(build_server())"
+	$(PY) -c "from resourceslice.testing import build_server, releases; [print(build_server(release=r)) for r in releases()]"
 
 # Cargo keeps it cached: seconds when nothing changed.
 wheel: dev

@@ -432,9 +432,9 @@ def describe_api_error(exc: BaseException) -> str:
 
 
 def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
-    from resourceslice._http import SLICES_PATH, get_json
+    from resourceslice._apiversion import ResourceSliceAPI
 
-    return core.decode_list(get_json(client, SLICES_PATH, [("fieldSelector", selector)]))[1]
+    return core.decode_list(ResourceSliceAPI(client).list(selector))[1]
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -756,7 +756,7 @@ def _positive(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="resourceslice",
-        description="Plan, publish and check DRA ResourceSlices (resource.k8s.io/v1).",
+        description="Plan, publish and check DRA ResourceSlices (resource.k8s.io).",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -18,14 +18,8 @@ from typing import TYPE_CHECKING
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import (
-    SLICES_PATH,
-    delete_options,
-    get_json,
-    node_path,
-    retry_after,
-    send_json,
-)
+from resourceslice._apiversion import ResourceSliceAPI
+from resourceslice._http import get_json, node_path, retry_after
 from resourceslice.api import (
     ConflictingWriterError,
     DriverResources,
@@ -164,6 +158,8 @@ class Controller:
         # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
         # that is overloaded, so no pool writes before then, whatever queued it.
         self._quiet_until = 0.0
+        # In the newest resource.k8s.io version the cluster serves, shared with the informer.
+        self._slices = ResourceSliceAPI(api_client)
         self._write_tokens = (
             None
             if max_writes_per_second is None
@@ -186,6 +182,7 @@ class Controller:
             on_change=self._on_slice_change,
             on_error=self._report,
             only_pool=self._only_pool,
+            api=self._slices,
         )
         for pool in sorted(self._dirty):
             self._queue.add(pool)
@@ -495,12 +492,7 @@ class Controller:
             if not self._may_write():
                 return
             try:
-                send_json(
-                    self._client_or_fail(),
-                    "DELETE",
-                    f"{SLICES_PATH}/{name}",
-                    delete_options(uid, resource_version),
-                )
+                self._slices.delete(name, uid, resource_version)
             except ApiException as exc:
                 if exc.status != 404:  # already gone is what we wanted
                     raise
@@ -515,7 +507,7 @@ class Controller:
         for name, body in plan.updates:
             if not self._may_write():
                 return
-            response = send_json(self._client_or_fail(), "PUT", f"{SLICES_PATH}/{name}", body)
+            response = self._slices.update(name, body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         taken: list[str] = []
@@ -524,18 +516,39 @@ class Controller:
                 return
             sent = core.decode_slice(body)
             try:
-                response = send_json(self._client_or_fail(), "POST", SLICES_PATH, body)
+                response = self._slices.create(body)
             except ApiException as exc:
                 # The name is ours, so it exists because another writer (or our own create,
                 # whose response was lost) made it: compare with it once the watch has it.
                 if exc.status != 409:
                     raise
+                self._informer.retry_now()
                 taken.append(sent.name)
+                self._read_taken(sent.name)
                 continue
             self._count("creates")
             self._stored(pool, version, sent, core.decode_slice(response))
         if taken:
             raise SliceExistsError(pool, taken)
+
+    def _read_taken(self, name: str) -> None:
+        """A create found ``name`` taken: read it, so that the next sync sees it.
+
+        After a reconnect the informer can be seconds behind; until it catches up, every
+        sync would create the slice again and get 409 again. Held like a write's response,
+        if the informer would show it: a slice outside its view (another node's) is not ours
+        to take over, and stays reported.
+        """
+        try:
+            record = core.decode_slice(self._slices.get(name))
+        except ApiException as exc:
+            if exc.status != 404:  # deleted meanwhile: the next sync creates it
+                raise
+            return
+        if record.driver == self._driver and (
+            self._only_pool is not None or record.node_name == self._node_name
+        ):
+            self._mutations.stored(record)
 
     def _may_write(self) -> bool:
         """Wait for a write token; False when the controller stopped (write nothing more)."""
@@ -547,6 +560,7 @@ class Controller:
         return not self._stopped
 
     def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
+        self._informer.retry_now()  # the server is up: an informer waiting to relist need not
         self._mutations.stored(actual)
         with self._lock:
             dropped = self._dropped.get(pool)
@@ -567,10 +581,6 @@ class Controller:
     def _count(self, kind: str) -> None:
         with self._lock:
             self._counts[kind] += 1
-
-    def _client_or_fail(self) -> ApiClient:
-        assert self._client is not None
-        return self._client
 
 
 def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:

@@ -134,6 +134,8 @@ class SliceInformer:
         self._on_error = on_error
         self._only_pool = only_pool
         self._stopping = threading.Event()
+        # Ends a wait between attempts early: set by stop() and by retry_now().
+        self._wake = threading.Event()
         self._synced = threading.Event()
         self._response_lock = threading.Lock()
         self._response: Any = None
@@ -151,6 +153,7 @@ class SliceInformer:
     def stop(self, timeout: float = 10.0) -> None:
         """End the watch now: the open response is shut down under the reading thread."""
         self._stopping.set()
+        self._wake.set()
         with self._response_lock:
             response = self._response
         if response is not None:
@@ -159,6 +162,15 @@ class SliceInformer:
         # controller), the loop ends when the handler returns.
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+    def retry_now(self) -> None:
+        """The server answered another request: if waiting to reconnect, reconnect now.
+
+        After an outage the backoff has grown to seconds, and until the informer relists, the
+        controller plans from a store that misses what was written just before the outage. A
+        write that got an answer shows the server is back. (A Retry-After is still waited.)
+        """
+        self._wake.set()
 
     def interrupt_watch(self) -> bool:
         """End the open watch as a dropped connection would; whether one was open.
@@ -189,6 +201,7 @@ class SliceInformer:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
+            self._wake.clear()  # an answer seen from now on cuts the next wait short
             asked = 0.0  # Retry-After of an overloaded server
             self._watch_worked = False
             try:
@@ -232,7 +245,11 @@ class SliceInformer:
                 )
             if self._watch_worked:
                 self._backoff.reset()
-            self._stopping.wait(max(self._backoff.next_delay(), asked))
+            delay = self._backoff.next_delay()
+            if asked > 0:
+                self._stopping.wait(max(delay, asked))
+            else:
+                self._wake.wait(delay)
 
     def _list(self) -> str:
         response: Any = self._api.list_resource_slice(

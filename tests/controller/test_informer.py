@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import kubernetes.client
@@ -224,6 +224,18 @@ def test_dropped_watch_reconnects_from_the_last_version(stop_all: list[Harness])
     assert len([c for c in api.calls if not c.get("watch")]) == 1  # no relist needed
 
 
+def test_retry_now_cuts_the_reconnect_wait_short(stop_all: list[Harness]) -> None:
+    # A backoff of ten minutes: only retry_now() can bring the second watch within the test.
+    dropped = FakeResponse([], then=ConnectionResetError("apiserver killed"))
+    api = FakeApi([list_body("10")], [dropped])
+    h = Harness(api, backoff=Backoff(600.0, 600.0))
+    stop_all.append(h)
+    wait_until(lambda: [type(e) for e in h.errors] == [ConnectionResetError])
+    assert api.watch_versions() == ["10"]
+    h.informer.retry_now()
+    wait_until(lambda: api.watch_versions() == ["10", "10"])
+
+
 def test_only_pool_filters_and_a_move_out_is_a_delete(stop_all: list[Harness]) -> None:
     watch = FakeResponse(
         [
@@ -377,12 +389,12 @@ def test_a_panic_in_the_core_is_reported_and_the_informer_recovers(
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
-        def decode_list(self, data: bytes) -> Any:
+        def decode_list_chunks(self, chunks: Iterable[bytes]) -> Any:
             nonlocal lists
             lists += 1
             if lists == 1:
                 raise CorePanic("called `Option::unwrap()` on a `None` value")
-            return real.decode_list(data)
+            return real.decode_list_chunks(chunks)
 
     monkeypatch.setattr(informer_module, "core", PanicsOnce())
     api = FakeApi([list_body("10"), list_body("12", slice_obj("a", "p", "11"))], [])

@@ -157,7 +157,9 @@ def test_counts() -> None:
     main = (ROOT / "python/resourceslice/testing/apiserver/main.go").read_text()
     block = re.search(r"var sliceFeatureGates = \[\]string\{(.*?)\n\}", main, re.S)
     assert block is not None
-    server = set(re.findall(r'"(\w+)"', block.group(1)))
+    # DynamicResourceAllocation is switched on for the older releases' servers; in 1.37, the
+    # release the vectors come from, it is GA and locked on, so it changes no verdict.
+    server = set(re.findall(r'"(\w+)"', block.group(1))) - {"DynamicResourceAllocation"}
     generated = set(json.loads((ROOT / "tests/vectors/slices.json").read_text())["featureGates"])
     assert server <= generated, "regenerate the vectors with the test apiserver's gates"
     assert generated - server == {"DRANodeAllocatableResources"}

@@ -18,6 +18,7 @@ from .controller_env import (
     ControllerEnv,
     device,
     env_fixture,  # noqa: F401  (the env fixture)
+    node_pools,
     pools,
 )
 
@@ -77,11 +78,11 @@ def test_stop_from_the_error_handler_on_the_informer_thread(
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
-        def decode_list(self, data: bytes) -> Any:
+        def decode_list_chunks(self, chunks: Any) -> Any:
             if not failed.is_set():
                 failed.set()
                 raise ValueError("unreadable list")
-            return real.decode_list(data)
+            return real.decode_list_chunks(chunks)
 
     monkeypatch.setattr(informer_module, "core", FailsOnce())
     raised: list[BaseException] = []
@@ -107,11 +108,6 @@ def test_stop_from_the_error_handler_on_the_informer_thread(
 
 
 def test_stop_from_the_error_handler_on_a_worker(env: ControllerEnv) -> None:
-    bogus = {
-        "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "rack", "operator": "Bogus", "values": ["r1"]}]}
-        ]
-    }
     raised: list[BaseException] = []
     stopped = threading.Event()
     started: list[rs.Controller] = []
@@ -119,13 +115,16 @@ def test_stop_from_the_error_handler_on_a_worker(env: ControllerEnv) -> None:
     def stop_on_error(exc: BaseException, message: str) -> None:
         wait_until(lambda: started)
         try:
-            started[0].stop()  # on the worker that got the 422
+            started[0].stop()  # on the worker that failed to look up the Node
         except BaseException as stop_failure:
             raised.append(stop_failure)
         stopped.set()
 
+    # The Node owner does not exist: looking up its uid fails on the worker, before any write.
     ctrl = env.start(
-        pools(bad=rs.Pool(devices=[device(1)], node_selector=bogus)), error_handler=stop_on_error
+        node_pools(p=rs.Pool(devices=[device(1)])),
+        owner=rs.Owner(api_version="v1", kind="Node", name="no-such-node"),
+        error_handler=stop_on_error,
     )
     started.append(ctrl)
     assert stopped.wait(SYNC_TIMEOUT)

@@ -10,24 +10,33 @@ or without pytest::
     with resourceslice.testing.running_cluster() as cluster:
         client = cluster.api_client()
 
+The server is Kubernetes 1.37 (serving ``resource.k8s.io`` v1, v1beta2 and v1beta1); older
+releases are there to test against clusters without v1: ``running_cluster(release="1.33")``
+(newest DRA version v1beta2), ``release="1.32"`` (v1beta1), or the ``release_cluster``
+fixture, which runs a test once on each of :func:`releases`.
+
 Building the server needs Go (>= 1.26); it happens once per machine.
 """
 
 from __future__ import annotations
 
 from resourceslice.testing.cluster import (
+    DEFAULT_RELEASE,
     ClusterError,
     TestCluster,
     build_server,
+    releases,
     running_cluster,
     start_cluster,
 )
 from resourceslice.testing.polling import wait_until
 
 __all__ = [
+    "DEFAULT_RELEASE",
     "ClusterError",
     "TestCluster",
     "build_server",
+    "releases",
     "running_cluster",
     "start_cluster",
     "wait_until",

@@ -64,28 +64,60 @@ def _go() -> str:
     return go
 
 
-def _source_key(src: Path, go: str) -> str:
+#: The release that ``go.mod`` pins; each other release has its own ``go-<release>.mod``
+#: (and ``go-<release>.sum``) beside it, built from the same ``main.go`` with ``-modfile``.
+DEFAULT_RELEASE = "1.37"
+
+
+def releases() -> tuple[str, ...]:
+    """The Kubernetes releases the test server can be built for, newest first."""
+    others = [path.stem[len("go-") :] for path in module_dir().glob("go-*.mod")]
+    found = {DEFAULT_RELEASE, *others}
+    return tuple(sorted(found, key=lambda r: tuple(map(int, r.split("."))), reverse=True))
+
+
+def _module_files(release: str) -> tuple[str, str]:
+    """``(go.mod, go.sum)`` of ``release``, as names in :func:`module_dir`."""
+    if release == DEFAULT_RELEASE:
+        return ("go.mod", "go.sum")
+    if release not in releases():
+        raise ClusterError(
+            f"no test server for Kubernetes {release}: known releases are "
+            f"{', '.join(releases())} (go-<release>.mod in {module_dir()})"
+        )
+    return (f"go-{release}.mod", f"go-{release}.sum")
+
+
+def _source_key(src: Path, go: str, release: str) -> str:
     """Content hash of what the binary is built from: sources, pins and the Go version."""
     digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "main.go"):
+    gomod, gosum = _module_files(release)
+    # Hashed under their default names, so the default release keeps its key.
+    for name, label in ((gomod, "go.mod"), (gosum, "go.sum"), ("main.go", "main.go")):
         path = src / name
         if path.is_file():
-            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+            digest.update(label.encode() + b"\0" + path.read_bytes() + b"\0")
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=False)
     digest.update(version.stdout.encode())
     return digest.hexdigest()[:16]
 
 
-def build_server(*, quiet: bool = False) -> Path:
-    """Return the path of the testcluster binary, building it once per machine."""
+def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path:
+    """Return the path of the testcluster binary of ``release``, building it once per machine.
+
+    ``RESOURCESLICE_TESTCLUSTER_BIN`` (a prebuilt binary) stands for the default release only.
+    """
     prebuilt = os.environ.get("RESOURCESLICE_TESTCLUSTER_BIN")
-    if prebuilt:
+    if prebuilt and release == DEFAULT_RELEASE:
         if not os.access(prebuilt, os.X_OK):
             raise ClusterError(f"RESOURCESLICE_TESTCLUSTER_BIN={prebuilt} is not executable")
         return Path(prebuilt)
     src = module_dir()
     go = _go()
-    target = cache_dir() / f"testcluster-{_source_key(src, go)}" / "testcluster"
+    gomod, _ = _module_files(release)
+    key = _source_key(src, go, release)
+    name = f"testcluster-{key}" if release == DEFAULT_RELEASE else f"testcluster-{release}-{key}"
+    target = cache_dir() / name / "testcluster"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +128,7 @@ def build_server(*, quiet: bool = False) -> Path:
             return target
         if not quiet:
             print(
-                f"resourceslice.testing: building kube-apiserver + etcd from {src} "
+                f"resourceslice.testing: building kube-apiserver {release} + etcd from {src} "
                 "(first time on this machine: several minutes)",
                 flush=True,
             )
@@ -104,7 +136,7 @@ def build_server(*, quiet: bool = False) -> Path:
         tmp = target.with_suffix(".tmp")
         started = time.monotonic()
         result = subprocess.run(
-            [go, "build", "-o", str(tmp), "."],
+            [go, "build", f"-modfile={gomod}", "-o", str(tmp), "."],
             cwd=src,
             env=env,
             capture_output=True,
@@ -113,8 +145,8 @@ def build_server(*, quiet: bool = False) -> Path:
         )
         if result.returncode != 0:
             raise ClusterError(
-                f"building the test apiserver failed (go build in {src}, exit "
-                f"{result.returncode}):\n{result.stderr[-6000:]}"
+                f"building the test apiserver {release} failed (go build -modfile={gomod} in "
+                f"{src}, exit {result.returncode}):\n{result.stderr[-6000:]}"
             )
         tmp.rename(target)
         if not quiet:
@@ -137,6 +169,8 @@ class TestCluster:
 
     binary: Path
     data_dir: Path
+    #: The Kubernetes release (``major.minor``) the binary was built from.
+    release: str = DEFAULT_RELEASE
     extra_users: Sequence[str] = ()
     extra_args: Sequence[str] = ()
     owns_data_dir: bool = True
@@ -290,19 +324,22 @@ def start_cluster(
     extra_args: Sequence[str] = (),
     data_dir: Path | None = None,
     timeout: float = 180.0,
+    release: str = DEFAULT_RELEASE,
 ) -> TestCluster:
     """Build if needed, start, and return a ready cluster (a context manager).
 
     ``extra_users`` are ``name[=group,group]`` (e.g. ``"system:node:n1=system:nodes"``);
     ``extra_args`` go to kube-apiserver as they are (e.g. ``"--max-requests-inflight=5"``).
+    ``release``: the Kubernetes release of the server, one of :func:`releases`.
     """
-    binary = build_server()
+    binary = build_server(release=release)
     owns = data_dir is None
     directory = Path(tempfile.mkdtemp(prefix="resourceslice-cluster-")) if owns else data_dir
     assert directory is not None
     cluster = TestCluster(
         binary=binary,
         data_dir=directory,
+        release=release,
         extra_users=tuple(extra_users),
         extra_args=tuple(extra_args),
         owns_data_dir=owns,
@@ -317,7 +354,10 @@ def start_cluster(
 
 @contextlib.contextmanager
 def running_cluster(**kwargs: Any) -> Iterator[TestCluster]:
-    """``with running_cluster() as cluster: ...`` — started, then stopped and removed."""
+    """``with running_cluster() as cluster: ...`` — started, then stopped and removed.
+
+    Takes :func:`start_cluster`'s arguments, e.g. ``running_cluster(release="1.33")``.
+    """
     cluster = start_cluster(**kwargs)
     try:
         yield cluster

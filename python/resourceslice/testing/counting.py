@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,31 +21,55 @@ import kubernetes.client
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+@dataclass
+class _Request:
+    method: str
+    path: str
+    status: int | None = None  # None while unanswered, or when no answer came (refused, timeout)
+
+
 class RequestCounter:
     def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
         self._lock = threading.Lock()
-        self._requests: list[tuple[str, str]] = []
+        self._requests: list[_Request] = []
         pool_manager = api_client.rest_client.pool_manager
         send = pool_manager.request
 
         def counting_request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            request = _Request(method.upper(), urlsplit(url).path)
             with self._lock:
-                self._requests.append((method.upper(), urlsplit(url).path))
-            return send(method, url, *args, **kwargs)
+                self._requests.append(request)
+            response = send(method, url, *args, **kwargs)
+            request.status = response.status
+            return response
 
         pool_manager.request = counting_request  # type: ignore[method-assign]
 
     def requests(self) -> list[tuple[str, str]]:
         """``(method, path)`` of every request so far, in order."""
         with self._lock:
-            return list(self._requests)
+            return [(r.method, r.path) for r in self._requests]
 
-    def writes(self, path_contains: str = "") -> dict[str, int]:
-        """Write requests by method (``{"POST": 79}``), optionally only paths with a substring."""
+    def writes(self, path_contains: str = "", answered: bool = False) -> dict[str, int]:
+        """Write requests by method (``{"POST": 79}``), optionally only paths with a substring.
+
+        ``answered``: only those the server answered (a refused connection wrote nothing).
+        """
         with self._lock:
             return dict(
-                Counter(m for m, p in self._requests if m in _WRITE_METHODS and path_contains in p)
+                Counter(
+                    r.method
+                    for r in self._requests
+                    if r.method in _WRITE_METHODS
+                    and path_contains in r.path
+                    and (r.status is not None or not answered)
+                )
             )
+
+    def statuses(self, method: str) -> dict[int | None, int]:
+        """How many ``method`` requests got each status (None: no answer)."""
+        with self._lock:
+            return dict(Counter(r.status for r in self._requests if r.method == method))
 
     def reset(self) -> None:
         with self._lock:

@@ -6,12 +6,42 @@ reason (Go missing, build error, server log); they are never skipped silently.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import kubernetes.client
 import pytest
 
-from resourceslice.testing.cluster import TestCluster, start_cluster
+from resourceslice.testing.cluster import (
+    DEFAULT_RELEASE,
+    ClusterError,
+    TestCluster,
+    releases,
+    start_cluster,
+)
+
+
+def tested_releases() -> tuple[str, ...]:
+    """Releases the ``release_*`` fixtures run on: all of them, or ``RESOURCESLICE_RELEASES``.
+
+    ``RESOURCESLICE_RELEASES=1.37,1.33`` (comma-separated) narrows the list, e.g. on a machine
+    that should not spend the first build of every older server.
+    """
+    chosen = os.environ.get("RESOURCESLICE_RELEASES")
+    try:
+        known = releases()
+    except ClusterError:  # no Go module to build from: the fixtures then fail with why
+        known = (DEFAULT_RELEASE,)
+    if not chosen:
+        return known
+    wanted = tuple(r.strip() for r in chosen.split(",") if r.strip())
+    unknown = [r for r in wanted if r not in known]
+    if unknown:
+        raise pytest.UsageError(
+            f"RESOURCESLICE_RELEASES: no test server for {', '.join(unknown)} "
+            f"(known: {', '.join(known)})"
+        )
+    return wanted
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +68,29 @@ def module_kube_cluster() -> Iterator[TestCluster]:
 def kube_client(kube_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClient]:
     """A fresh admin (system:masters) client of the session's cluster."""
     client = kube_cluster.api_client("admin")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session", params=tested_releases())
+def release_cluster(request: pytest.FixtureRequest) -> Iterator[TestCluster]:
+    """One cluster per Kubernetes release, for the session: a test using it runs on each.
+
+    The test id carries the release (``test_x[1.33]``); ``cluster.release`` says it too.
+    """
+    cluster = start_cluster(release=request.param)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def release_client(release_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClient]:
+    """A fresh admin client of :func:`release_cluster`."""
+    client = release_cluster.api_client("admin")
     try:
         yield client
     finally:

@@ -29,9 +29,11 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
 )
 
 // user is one identity of the static token file.
@@ -198,6 +200,7 @@ current-context: %s
 // every field a driver may publish. (Gates of other DRA areas stay at their defaults: some
 // depend on unrelated alpha features.)
 var sliceFeatureGates = []string{
+	"DynamicResourceAllocation", // beta and off by default up to 1.33; GA and locked from 1.34
 	"DRADeviceTaints",
 	"DRAPartitionableDevices",
 	"DRAPartitionableDevicesType",
@@ -208,6 +211,22 @@ var sliceFeatureGates = []string{
 	"DRAOptionalNodeOperations",
 	"DRADeviceCompatibilityGroups",
 	"DRAFractionalCapacityRange",
+}
+
+// servedResourceVersions are the resource.k8s.io versions besides v1 that the test server
+// switches on where this release has them: beta and alpha APIs are off by default, and
+// naming one that a release lacks (v1beta2 before 1.33) stops the apiserver from starting.
+var servedResourceVersions = []string{"v1beta1", "v1beta2", "v1alpha3"}
+
+func runtimeConfig() string {
+	var entries []string
+	for _, version := range servedResourceVersions {
+		gv := schema.GroupVersion{Group: "resource.k8s.io", Version: version}
+		if legacyscheme.Scheme.IsVersionRegistered(gv) {
+			entries = append(entries, gv.String()+"=true")
+		}
+	}
+	return strings.Join(entries, ",")
 }
 
 func draFeatureGates() string {
@@ -240,7 +259,7 @@ func apiserverArgs(dir string, st *state, extra []string) []string {
 		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true",
+		"--runtime-config=" + runtimeConfig(),
 		"--feature-gates=" + st.FeatureGate,
 		"--enable-admission-plugins=NodeRestriction",
 		"--cert-dir=" + filepath.Join(dir, "certs"),
