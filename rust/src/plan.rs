@@ -44,6 +44,8 @@ pub struct Plan {
     /// Bodies of the writes in the requested window only.
     pub updates: Vec<(String, Vec<u8>)>,
     pub creates: Vec<Vec<u8>>,
+    /// Slices not created because a slice being deleted still holds their name.
+    pub waiting: Vec<String>,
 }
 
 /// Slice names are cut to 63 characters (a DNS label's length, so they also fit in label
@@ -294,8 +296,11 @@ pub fn plan_pool(
     window: Window,
 ) -> Plan {
     let delete = |r: &Record| (r.name.clone(), r.uid.clone(), r.resource_version.clone());
+    // A slice being deleted is going away: never deleted again nor updated, and its name is
+    // taken until it is gone. Its generation still counts: consumers see it until then.
+    let live = existing.iter().copied().filter(|r| !r.deleting);
     let Some((desired, wanted)) = desired.and_then(|d| Some((d, d.pools.get(pool)?))) else {
-        let mut deletes: Vec<_> = existing.iter().map(|r| delete(r)).collect();
+        let mut deletes: Vec<_> = live.map(delete).collect();
         deletes.sort();
         return Plan {
             deletes,
@@ -306,7 +311,7 @@ pub fn plan_pool(
     let max_gen = existing.iter().map(|r| r.generation).max().unwrap_or(0);
     let mut dropped: Vec<&Record> = Vec::new();
     let mut current: BTreeMap<usize, &Record> = BTreeMap::new();
-    for &record in existing {
+    for record in live {
         match index_of(&record.name, driver, owner, pool) {
             Some(index) => {
                 current.insert(index, record);
@@ -352,8 +357,6 @@ pub fn plan_pool(
         partition_type_attribute: s.partition_type_attribute.map(Value::from),
         skip_node_operations: s.skip_node_operations.map(Value::from),
         owner_references: owner_references(owner_ref.as_ref(), record),
-        labels: record.and_then(|r| r.labels.clone()),
-        annotations: record.and_then(|r| r.annotations.clone()),
     };
 
     let changed: Vec<bool> = slices
@@ -400,7 +403,22 @@ pub fn plan_pool(
         records: &current_records,
         by_device: None,
     };
-    let mut to_write: Vec<usize> = (0..count).filter(|&i| write_all || changed[i]).collect();
+    let going: BTreeSet<&str> = existing
+        .iter()
+        .filter(|r| r.deleting)
+        .map(|r| r.name.as_str())
+        .collect();
+    let mut to_write = Vec::new();
+    let mut waiting = Vec::new();
+    for i in (0..count).filter(|&i| write_all || changed[i]) {
+        let name = slice_name(i, driver, owner, pool);
+        // A create whose name a slice being deleted holds waits until it is gone.
+        if !current.contains_key(&i) && going.contains(name.as_str()) {
+            waiting.push(name);
+        } else {
+            to_write.push(i);
+        }
+    }
     // Updates before creates (docs/core.md §5), each in index order.
     to_write.sort_by_key(|i| !current.contains_key(i));
     let writes: Vec<String> = to_write
@@ -424,17 +442,23 @@ pub fn plan_pool(
         let Value::Object(spec) = &mut h else {
             unreachable!("a header is an object")
         };
+        spec.remove("ownerReferences"); // the controller's alone: all go in metadata
         let mut metadata = Map::new();
-        for key in ["ownerReferences", "labels", "annotations"] {
-            if let Some(v) = spec.remove(key) {
-                metadata.insert(key.into(), v);
-            }
-        }
         metadata.insert("name".into(), Value::from(name.as_str()));
-        if let Some(f) = record.and_then(|r| r.finalizers.clone()) {
-            metadata.insert("finalizers".into(), f);
+        if let Some(refs) = owner_references(owner_ref.as_ref(), record) {
+            metadata.insert("ownerReferences".into(), refs);
         }
         if let Some(r) = record {
+            // Others' metadata as stored: a PUT replaces the whole object.
+            for (key, value) in [
+                ("labels", &r.labels),
+                ("annotations", &r.annotations),
+                ("finalizers", &r.finalizers),
+            ] {
+                if let Some(v) = value {
+                    metadata.insert(key.into(), v.clone());
+                }
+            }
             metadata.insert(
                 "resourceVersion".into(),
                 Value::from(r.resource_version.as_str()),
@@ -471,5 +495,6 @@ pub fn plan_pool(
         next_write,
         updates,
         creates,
+        waiting,
     }
 }
