@@ -44,6 +44,13 @@ def test_dropped_fields_reported_once_and_not_rewritten(gated_cluster: TestClust
         [(exc, message)] = env.errors
         assert isinstance(exc, rs.DroppedFieldsError)
         assert exc.pool == "p" and exc.slice_name == published["metadata"]["name"]
+        assert exc.slice_index == 0
+        assert exc.paths == [
+            "spec.devices[0].bindingConditions",
+            "spec.devices[0].bindingFailureConditions",
+            "spec.devices[0].bindsToNode",
+        ]
+        assert exc.features == ["DRADeviceBindingConditions"]
         assert "'p'" in message
 
         # The informer's event for the created slice syncs the pool again: it differs from
