@@ -668,8 +668,9 @@ fn not_contained(
     }
 }
 
-/// A slice as `{"metadata": {"ownerReferences"}, "spec": {...}}`, quantities as value keys.
-fn by_value(header: &str, devices: &[&str]) -> Value {
+/// A slice as `{"metadata": {"ownerReferences"}, "spec": {...}}`, quantities as value keys; a
+/// device not `compared` is 0 (on both sides: equal, or not stored at all).
+fn by_value(header: &str, devices: &[&str], compared: &[bool]) -> Value {
     let rewrite = |json: &str, spec: bool| {
         let v = parse(json);
         let mut subs = Vec::new();
@@ -683,7 +684,14 @@ fn by_value(header: &str, devices: &[&str]) -> Value {
     let Value::Object(mut spec) = rewrite(header, true) else {
         unreachable!("a header is an object")
     };
-    let devices: Vec<Value> = devices.iter().map(|d| rewrite(d, false)).collect();
+    let devices: Vec<Value> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match compared.get(i) {
+            Some(true) => rewrite(d, false),
+            _ => Value::from(0),
+        })
+        .collect();
     if !devices.is_empty() {
         spec.insert("devices".into(), Value::Array(devices));
     }
@@ -709,10 +717,16 @@ pub fn dropped_fields(
     if sent_header == stored_header && sent_devices == stored_devices {
         return (Vec::new(), Vec::new());
     }
+    // Only devices stored at the same position with other JSON are parsed and compared.
+    let compared: Vec<bool> = sent_devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| stored_devices.get(i).is_some_and(|s| s != d))
+        .collect();
     let mut missing = Vec::new();
     not_contained(
-        &by_value(sent_header, sent_devices),
-        &by_value(stored_header, stored_devices),
+        &by_value(sent_header, sent_devices, &compared),
+        &by_value(stored_header, stored_devices, &compared),
         &mut Vec::new(),
         &mut missing,
     );

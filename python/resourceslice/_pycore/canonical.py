@@ -300,14 +300,19 @@ def _not_contained(sent: Any, stored: Any, path: list[Segment], out: list[list[S
         out.append(path)
 
 
-def _by_value(header_json: str, device_jsons: list[str]) -> dict[str, Any]:
+def _by_value(header_json: str, device_jsons: list[str], compared: list[bool]) -> dict[str, Any]:
     """A slice as ``{"metadata": {"ownerReferences"}, "spec": {...}}``, quantities as value
-    keys."""
+    keys; a device not ``compared`` is 0 (on both sides: equal, or not stored at all)."""
     spec = json.loads(header_json)
     header_quantities(spec, value_key)
-    devices = [json.loads(d) for d in device_jsons]
-    for device in devices:
-        device_quantities(device, value_key)
+    devices: list[Any] = []
+    for device_json, compare in zip(device_jsons, compared):
+        if compare:
+            device = json.loads(device_json)
+            device_quantities(device, value_key)
+            devices.append(device)
+        else:
+            devices.append(0)
     if devices:
         spec["devices"] = devices
     owners = spec.pop("ownerReferences", None)
@@ -322,9 +327,16 @@ def dropped_fields(
     a taint's time, a default) is no drop; quantities compare by value."""
     if sent_header == stored_header and sent_devices == stored_devices:
         return [], []
+    # Only devices stored at the same position with other JSON are parsed and compared.
+    compared = [
+        i < len(stored_devices) and d != stored_devices[i] for i, d in enumerate(sent_devices)
+    ]
     missing: list[list[Segment]] = []
     _not_contained(
-        _by_value(sent_header, sent_devices), _by_value(stored_header, stored_devices), [], missing
+        _by_value(sent_header, sent_devices, compared),
+        _by_value(stored_header, stored_devices, compared + [False] * len(stored_devices)),
+        [],
+        missing,
     )
     features = {f for f in map(_feature, missing) if f is not None}
     return [_path_text(p) for p in missing], sorted(features)
