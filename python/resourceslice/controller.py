@@ -380,11 +380,20 @@ class Controller:
 
     def _adopt_foreign_edit(self, old: SliceRecord, new: SliceRecord) -> None:
         """Another client changed only what is not ours in a slice we wrote last (a label,
-        an annotation, a finalizer, another ownerReference): the new version counts as ours,
-        so that our next write of the slice is not reported as a ConflictingWriterError."""
+        an annotation, a finalizer, another ownerReference): the new version counts as our
+        write. So our next write of it is not reported as a ConflictingWriterError, and a
+        slice the server stored without some fields is still not rewritten (_DroppedFields)."""
         with self._lock:
-            if self._own_versions.get(new.name) == old.resource_version and old.same_content(new):
+            ours = self._own_versions.get(new.name) == old.resource_version
+            dropped = self._dropped.get(new.pool)
+            if dropped is not None and dropped.written.get(new.name) != old.resource_version:
+                dropped = None
+            if not (ours or dropped is not None) or not old.same_content(new):
+                return
+            if ours:
                 self._own_versions[new.name] = new.resource_version
+            if dropped is not None:
+                dropped.written[new.name] = new.resource_version
 
     def _work(self) -> None:
         while not self._informer.wait_synced(0.5):

@@ -60,3 +60,24 @@ def test_dropped_fields_reported_once_and_not_rewritten(gated_cluster: TestClust
         assert len(env.errors) == 1
     finally:
         env.close()
+
+
+def test_foreign_label_on_a_slice_with_dropped_fields_makes_no_write(
+    gated_cluster: TestCluster,
+) -> None:
+    """Another client labels the slice the server stored without some fields: still what
+    this cluster can hold, so not rewritten (and the drop not reported again)."""
+    env = ControllerEnv(gated_cluster, "dropped-label.example.com")
+    try:
+        ctrl = env.start_synced(pools(p=rs.Pool(devices=[device(0, **BINDING)])), sync_delay=0.2)
+        assert ctrl.wait_idle(60.0), env.errors
+        syncs = ctrl.stats().syncs
+        [published] = env.slices()
+        published["metadata"]["labels"] = {"team": "other"}
+        env.replace_slice(published)
+        wait_until(lambda: ctrl.stats().syncs > syncs)
+        assert ctrl.wait_idle(60.0), env.errors
+        assert env.counter.writes() == {"POST": 1}
+        assert [type(e) for e, _ in env.errors] == [rs.DroppedFieldsError]
+    finally:
+        env.close()
