@@ -304,13 +304,13 @@ def plan_pool(
     going = {r.name for r in existing if r.deleting}
     to_write = []
     waiting = []
-    for i in range(count):
-        if write_all or is_changed[i]:
-            # A create whose name a slice being deleted holds waits until it is gone.
-            if i not in current and slice_name(i, driver, owner, pool) in going:
-                waiting.append(slice_name(i, driver, owner, pool))
-            else:
-                to_write.append(i)
+    for i in (i for i in range(count) if write_all or is_changed[i]):
+        name = slice_name(i, driver, owner, pool)
+        # A create whose name a slice being deleted holds waits until it is gone.
+        if i not in current and name in going:
+            waiting.append(name)
+        else:
+            to_write.append(i)
     # Updates before creates (docs/core.md §5), each in index order.
     to_write.sort(key=lambda i: i not in current)
     names = [slice_name(i, driver, owner, pool) for i in to_write]
