@@ -3,6 +3,7 @@ claims on the real apiserver."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ class Node:
         return helper
 
     def claim(self, name: str, devices: list[str]) -> dict[str, Any]:
-        claim = allocated_claim(self.client, self.driver, f"{self.driver[:20]}-{name}", devices)
+        claim = allocated_claim(self.client, self.driver, f"{self.driver.split('.')[0][:40]}-{name}", devices)
         self.claims.append(claim["metadata"]["name"])
         return claim
 
@@ -112,3 +113,137 @@ def test_prepare_and_unprepare_one_claim(node: Node, kubelet: KubeletHarness) ->
         ]
     ]
     assert node.plugin.prepared == set()
+
+
+def devices_of(answer: dict[str, Any], claim: dict[str, Any]) -> list[str]:
+    return [d["deviceName"] for d in answer["claims"][uid(claim)]["devices"]]
+
+
+def test_prepare_and_unprepare_many_claims(node: Node, kubelet: KubeletHarness) -> None:
+    node.start()
+    kubelet.wait_registered(node.driver)
+    claims = [node.claim(f"c{i}", [f"dev-{2 * i}", f"dev-{2 * i + 1}"]) for i in range(8)]
+
+    answer = kubelet.prepare(node.driver, claims)
+    assert set(answer["claims"]) == {uid(c) for c in claims}
+    for i, claim in enumerate(claims):
+        assert answer["claims"][uid(claim)]["error"] == ""
+        assert devices_of(answer, claim) == [f"dev-{2 * i}", f"dev-{2 * i + 1}"]
+    # One call of the driver for kubelet's one call, with every claim.
+    assert [[uid(c) for c in call] for call in node.plugin.prepare_calls] == [
+        [uid(c) for c in claims]
+    ]
+
+    answer = kubelet.unprepare(node.driver, claims[:5])
+    assert {k: v["error"] for k, v in answer["claims"].items()} == {uid(c): "" for c in claims[:5]}
+    assert node.plugin.prepared == {uid(c) for c in claims[5:]}
+
+
+def test_claim_with_the_wrong_uid(node: Node, kubelet: KubeletHarness) -> None:
+    """A claim deleted and created anew under its name is another claim: kubelet's call for
+    the old one fails for that claim alone; the driver never sees the new one in its place."""
+    node.start()
+    kubelet.wait_registered(node.driver)
+    good = node.claim("good", ["dev-0"])
+    old = node.claim("replaced", ["dev-1"])
+    delete_claim(node.client, old["metadata"]["name"])
+    node.claims.remove(old["metadata"]["name"])
+    new = node.claim("replaced", ["dev-2"])
+    assert uid(new) != uid(old)
+    missing = {"namespace": "default", "name": "no-such-claim", "uid": "0000-missing"}
+
+    answer = kubelet.prepare(node.driver, [good, old, missing])
+    claims = answer["claims"]
+    assert claims[uid(good)]["error"] == ""
+    assert "got replaced" in claims[uid(old)]["error"]
+    assert claims[uid(old)]["devices"] == []
+    assert "not found" in claims["0000-missing"]["error"]
+    assert [[uid(c) for c in call] for call in node.plugin.prepare_calls] == [[uid(good)]]
+
+
+def test_callback_that_raises(node: Node, kubelet: KubeletHarness) -> None:
+    node.start()
+    kubelet.wait_registered(node.driver)
+    claims = [node.claim("a", ["dev-0"]), node.claim("b", ["dev-1"])]
+    node.plugin.fail_with = RuntimeError("device on fire")
+
+    answer = kubelet.prepare(node.driver, claims)
+    for claim in claims:
+        assert answer["claims"][uid(claim)]["error"] == "RuntimeError: device on fire"
+    answer = kubelet.unprepare(node.driver, claims)
+    for claim in claims:
+        assert answer["claims"][uid(claim)]["error"] == "RuntimeError: device on fire"
+    assert [msg for _, msg in node.errors] == [
+        "prepare_resource_claims failed",
+        "unprepare_resource_claims failed",
+    ]
+
+    # Still serving: the next calls go through.
+    node.plugin.fail_with = None
+    answer = kubelet.prepare(node.driver, claims)
+    assert [answer["claims"][uid(c)]["error"] for c in claims] == ["", ""]
+
+
+def test_driver_restart(node: Node, kubelet: KubeletHarness) -> None:
+    """A restarted plugin creates its sockets anew; kubelet unregisters the old one when its
+    socket goes and registers the new one."""
+    first = node.start()
+    kubelet.wait_registered(node.driver)
+    claim = node.claim("one", ["dev-0"])
+    assert kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
+
+    first.stop()
+    kubelet.wait_event(lambda e: e["event"] == "deregister" and e["driver"] == node.driver)
+    assert not Path(first.registrar_socket_path).exists()
+    assert not Path(first.plugin_socket_path).exists()
+    assert "not registered" in kubelet.prepare(node.driver, [claim])["error"]
+
+    seen = len(kubelet.events())
+    restarted = RecordingPlugin(node.driver)
+    second = node.start(restarted)
+    kubelet.wait_registered(node.driver, second.plugin_socket_path, after=seen)
+    answer = kubelet.prepare(node.driver, [claim])
+    assert answer["claims"][uid(claim)]["error"] == ""
+    assert restarted.prepared == {uid(claim)}
+
+
+def test_v1beta1_only(node: Node, kubelet: KubeletHarness) -> None:
+    """A plugin offering only v1beta1 (kubelet 1.32/1.33's version) is called in v1beta1."""
+    node.start(node_v1=False)
+    event = kubelet.wait_registered(node.driver)
+    assert event["versions"] == [kubeletplugin.DRA_V1BETA1]
+    claim = node.claim("one", ["dev-0"])
+    answer = kubelet.prepare(node.driver, [claim])
+    assert devices_of(answer, claim) == ["dev-0"]
+    assert kubelet.unprepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
+
+
+class AsyncPlugin:
+    """The recording plugin's callbacks as coroutines."""
+
+    def __init__(self, inner: RecordingPlugin) -> None:
+        self.inner = inner
+        self.loops: set[int] = set()
+
+    async def prepare_resource_claims(
+        self, claims: list[dict[str, Any]]
+    ) -> dict[str, kubeletplugin.PrepareResult]:
+        self.loops.add(id(asyncio.get_running_loop()))
+        return self.inner.prepare_resource_claims(claims)
+
+    async def unprepare_resource_claims(
+        self, claims: list[kubeletplugin.ClaimRef]
+    ) -> dict[str, BaseException | None]:
+        self.loops.add(id(asyncio.get_running_loop()))
+        return self.inner.unprepare_resource_claims(claims)
+
+
+def test_async_callbacks(node: Node, kubelet: KubeletHarness) -> None:
+    plugin = AsyncPlugin(node.plugin)
+    node.start(plugin)
+    kubelet.wait_registered(node.driver)
+    claim = node.claim("one", ["dev-0"])
+    assert devices_of(kubelet.prepare(node.driver, [claim]), claim) == ["dev-0"]
+    assert kubelet.unprepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
+    assert node.plugin.prepared == set()
+    assert len(plugin.loops) == 1  # both ran on the helper's one loop
