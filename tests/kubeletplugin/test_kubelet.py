@@ -4,7 +4,12 @@ claims on the real apiserver."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import queue
+import threading
 from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +17,10 @@ import kubernetes.client
 import pytest
 from tests.kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, driver_name, uid
 
+import resourceslice as rs
 from resourceslice import kubeletplugin
+from resourceslice._http import get_json, request, send_json
+from resourceslice.testing import wait_until
 from resourceslice.testing.kubelet import KubeletHarness
 
 pytestmark = pytest.mark.integration
@@ -41,7 +49,9 @@ class Node:
         return helper
 
     def claim(self, name: str, devices: list[str]) -> dict[str, Any]:
-        claim = allocated_claim(self.client, self.driver, f"{self.driver.split('.')[0][:40]}-{name}", devices)
+        claim = allocated_claim(
+            self.client, self.driver, f"{self.driver.split('.')[0][:40]}-{name}", devices
+        )
         self.claims.append(claim["metadata"]["name"])
         return claim
 
@@ -247,3 +257,183 @@ def test_async_callbacks(node: Node, kubelet: KubeletHarness) -> None:
     assert kubelet.unprepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
     assert node.plugin.prepared == set()
     assert len(plugin.loops) == 1  # both ran on the helper's one loop
+
+
+class GatedPlugin(RecordingPlugin):
+    """Records when each call starts and ends; a prepare blocks until ``gate`` is set."""
+
+    def __init__(self, driver: str, name: str, order: list[str]) -> None:
+        super().__init__(driver)
+        self.name = name
+        self.order = order
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def prepare_resource_claims(
+        self, claims: list[dict[str, Any]]
+    ) -> dict[str, kubeletplugin.PrepareResult]:
+        self.order.append(f"{self.name}-enter")
+        self.entered.set()
+        assert self.gate.wait(60)
+        self.order.append(f"{self.name}-exit")
+        return super().prepare_resource_claims(claims)
+
+
+def lock_waiters(path: Path) -> int:
+    """Processes waiting for a flock of ``path`` (the kernel lists them in /proc/locks)."""
+    inode = f":{os.stat(path).st_ino} "
+    lines = Path("/proc/locks").read_text().splitlines()
+    return sum(1 for line in lines if "->" in line and "FLOCK" in line and inode in line)
+
+
+def test_rolling_update(node: Node, kubelet: KubeletHarness) -> None:
+    """Old and new pod of a DaemonSet run side by side: each registers on its own sockets,
+    kubelet calls the newer, and a prepare in one waits for a prepare in the other."""
+    order: list[str] = []
+    old_plugin = GatedPlugin(node.driver, "old", order)
+    new_plugin = GatedPlugin(node.driver, "new", order)
+    new_plugin.gate.set()
+    old = node.start(old_plugin, rolling_update_uid="3f1c2a9e-old")
+    kubelet.wait_registered(node.driver, old.plugin_socket_path)
+    claims = [node.claim("a", ["dev-0"]), node.claim("b", ["dev-1"])]
+
+    with futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(kubelet.prepare, node.driver, claims[:1])
+        assert old_plugin.entered.wait(60)  # the old pod is preparing, holding the lock
+
+        new = node.start(new_plugin, rolling_update_uid="7b0d4e1f-new")
+        kubelet.wait_registered(node.driver, new.plugin_socket_path)
+        assert {new.registrar_socket_path, new.plugin_socket_path}.isdisjoint(
+            {old.registrar_socket_path, old.plugin_socket_path}
+        )
+        second = pool.submit(kubelet.prepare, node.driver, claims[1:])
+        # kubelet called the new pod, which waits for the old one's lock.
+        lock_file = node.dir / "plugins" / node.driver / "serialize.lock"
+        wait_until(lambda: lock_waiters(lock_file) == 1, timeout=60)
+        assert order == ["old-enter"]
+        old_plugin.gate.set()
+        assert first.result()["claims"][uid(claims[0])]["error"] == ""
+        assert second.result()["claims"][uid(claims[1])]["error"] == ""
+    assert order == ["old-enter", "old-exit", "new-enter", "new-exit"]
+    assert new_plugin.prepared == {uid(claims[1])}
+
+    # The old pod goes: kubelet keeps the new one.
+    old.stop()
+    kubelet.wait_event(
+        lambda e: e["event"] == "deregister" and e["endpoint"] == old.plugin_socket_path
+    )
+    assert kubelet.unprepare(node.driver, claims)["claims"][uid(claims[1])]["error"] == ""
+    assert new_plugin.prepared == set()
+
+
+class HealthPlugin(RecordingPlugin):
+    """Reports what the test puts into ``reports`` (None ends the stream)."""
+
+    def __init__(self, driver: str) -> None:
+        super().__init__(driver)
+        self.reports: queue.Queue[list[kubeletplugin.DeviceHealth] | None] = queue.Queue()
+
+    def watch_health(self) -> Iterator[list[kubeletplugin.DeviceHealth]]:
+        while (report := self.reports.get()) is not None:
+            yield report
+
+
+def test_health_stream(node: Node, kubelet: KubeletHarness) -> None:
+    plugin = HealthPlugin(node.driver)
+    try:
+        node.start(plugin)
+        event = kubelet.wait_registered(node.driver)
+        assert event["versions"] == [
+            kubeletplugin.DRA_V1,
+            kubeletplugin.DRA_V1BETA1,
+            kubeletplugin.HEALTH_V1,
+            kubeletplugin.HEALTH_V1ALPHA1,
+        ]
+        healthy = kubeletplugin.HealthStatus.HEALTHY
+        plugin.reports.put(
+            [
+                kubeletplugin.DeviceHealth("node-1", "dev-0", healthy, last_updated=1700000000),
+                kubeletplugin.DeviceHealth(
+                    "node-1",
+                    "dev-1",
+                    kubeletplugin.HealthStatus.UNHEALTHY,
+                    timeout_seconds=60,
+                    message="ECC errors",
+                ),
+            ]
+        )
+        report = kubelet.wait_event(lambda e: e["event"] == "health")
+        assert report["driver"] == node.driver
+        assert report["devices"] == [
+            {
+                "pool": "node-1",
+                "device": "dev-0",
+                "health": "HEALTHY",
+                "lastUpdated": 1700000000,
+                "timeoutSeconds": 0,
+                "message": "",
+            },
+            {
+                "pool": "node-1",
+                "device": "dev-1",
+                "health": "UNHEALTHY",
+                "lastUpdated": 0,
+                "timeoutSeconds": 60,
+                "message": "ECC errors",
+            },
+        ]
+        # The plugin keeps serving prepare beside the open stream.
+        claim = node.claim("one", ["dev-0"])
+        assert devices_of(kubelet.prepare(node.driver, [claim]), claim) == ["dev-0"]
+    finally:
+        plugin.reports.put(None)
+
+
+def test_publish_resources(node: Node, kubelet: KubeletHarness) -> None:
+    """The helper's publish_resources is the controller with the Node as owner."""
+    node_name = node.driver.split(".")[0][:50]
+    created = json.loads(
+        send_json(
+            node.client,
+            "POST",
+            "/api/v1/nodes",
+            json.dumps(
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name}}
+            ).encode(),
+        )
+    )
+    try:
+        helper = node.start(node_name=node_name)
+        helper.publish_resources(
+            rs.DriverResources(pools={node_name: rs.Pool(devices=[{"name": "dev-0"}])})
+        )
+        assert helper.controller is not None
+        assert helper.controller.wait_synced(timeout=60)
+        slices = json.loads(
+            get_json(
+                node.client,
+                "/apis/resource.k8s.io/v1/resourceslices",
+                [("fieldSelector", f"spec.driver={node.driver}")],
+            )
+        )["items"]
+        assert len(slices) == 1
+        (published,) = slices
+        assert published["spec"]["nodeName"] == node_name
+        assert published["spec"]["devices"] == [{"name": "dev-0"}]
+        (owner,) = published["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == (
+            "Node",
+            node_name,
+            created["metadata"]["uid"],
+        )
+        helper.stop()
+        with pytest.raises(rs.ControllerStoppedError):
+            helper.controller.update(rs.DriverResources())
+    finally:
+        send_json(node.client, "DELETE", f"/api/v1/nodes/{node_name}", b"{}")
+        request(
+            node.client,
+            "DELETE",
+            "/apis/resource.k8s.io/v1/resourceslices",
+            query=[("fieldSelector", f"spec.driver={node.driver}")],
+        )

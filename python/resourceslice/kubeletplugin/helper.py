@@ -23,6 +23,7 @@ import inspect
 import json
 import logging
 import os
+import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from concurrent import futures
@@ -53,6 +54,7 @@ from resourceslice.kubeletplugin._pb import (
 from resourceslice.kubeletplugin.types import (
     ClaimRef,
     DeviceHealth,
+    HealthReporter,
     Plugin,
     PrepareResult,
     ResourceClaim,
@@ -446,11 +448,15 @@ class Helper:
                 results[ref.uid] = "" if error is None else _error_text(error)
         return results
 
+    def offers_health(self) -> bool:
+        return callable(getattr(self._plugin, "watch_health", None))
+
     def health_reports(self) -> Iterator[Sequence[DeviceHealth]]:
-        watch = getattr(self._plugin, "watch_health", None)
-        if watch is None:
-            return iter(())
-        return self._loop.iterate(watch())
+        """The plugin's health reports, for one stream to kubelet."""
+        return self._loop.iterate(cast(HealthReporter, self._plugin).watch_health())
+
+    def report_error(self, exc: BaseException, message: str) -> None:
+        self._error_handler(exc, message)
 
     def set_registration_status(self, status: pluginregistration_v1_pb2.RegistrationStatus) -> None:
         self.registration_status = status
@@ -568,8 +574,28 @@ class _DRAService:
         )
 
         def watch(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            for report in helper.health_reports():
-                if not context.is_active():
+            if not helper.offers_health():
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, "the driver reports no health")
+            # The plugin's iterator runs in a thread of its own, which may block between
+            # reports for as long as it likes: the stream ends as soon as kubelet goes away
+            # or the helper stops, without waiting for the iterator's next report.
+            reports: queue.Queue[Any] = queue.Queue()
+            done = object()
+            context.add_callback(lambda: reports.put(done))
+
+            def pump() -> None:
+                try:
+                    for report in helper.health_reports():
+                        reports.put(report)
+                except Exception as exc:
+                    helper.report_error(exc, "watch_health failed")
+                finally:
+                    reports.put(done)
+
+            threading.Thread(target=pump, name="kubeletplugin-health", daemon=True).start()
+            while True:
+                report = reports.get()
+                if report is done:
                     return
                 yield pb.NodeWatchResourcesResponse(
                     devices=[
@@ -657,6 +683,8 @@ def start(
         raise ValueError("node_v1 and node_v1beta1 are both off: no DRA service to offer")
     if health is None:
         health = callable(getattr(plugin, "watch_health", None))
+    # Offered without watch_health, the service answers Unimplemented, and kubelet stops
+    # asking.
     if health:
         services += [HEALTH_V1, HEALTH_V1ALPHA1]
     lock_file = None
