@@ -72,6 +72,7 @@ class CDISpecWriter:
         Returns the CDI device ID of each device. The file is replaced atomically: a
         runtime never reads half of it, and preparing the same claim again rewrites it.
         """
+        path = self.spec_path(claim_uid)
         spec_devices = []
         for name, edits in devices.items():
             cdi_name = f"{claim_uid}-{name}"
@@ -79,7 +80,6 @@ class CDISpecWriter:
                 raise ValueError(f"device name {name!r} cannot be part of a CDI device name")
             spec_devices.append({"name": cdi_name, "containerEdits": dict(edits)})
         spec = {"cdiVersion": self.cdi_version, "kind": self.kind, "devices": spec_devices}
-        path = self.spec_path(claim_uid)
         self.cdi_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.cdi_dir, prefix=f".{path.name}.", suffix=".tmp")
         try:
