@@ -15,8 +15,11 @@ from resourceslice import kubeletplugin
 from resourceslice._http import send_json
 
 NAMESPACE = "default"
-CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
 POOL = "node-1"
+
+
+def claims_path(version: str = "v1") -> str:
+    return f"/apis/resource.k8s.io/{version}/namespaces/{NAMESPACE}/resourceclaims"
 
 
 def driver_name(test_name: str) -> str:
@@ -26,24 +29,31 @@ def driver_name(test_name: str) -> str:
 
 
 def allocated_claim(
-    client: ApiClient, driver: str, name: str, devices: Sequence[str], pool: str = POOL
+    client: ApiClient,
+    driver: str,
+    name: str,
+    devices: Sequence[str],
+    pool: str = POOL,
+    version: str = "v1",
 ) -> dict[str, Any]:
     """A ResourceClaim for ``devices`` of ``driver``, created and allocated as the scheduler
-    would (status.allocation written through the status subresource)."""
-    spec = {
-        "devices": {
-            "requests": [
-                {"name": "req", "exactly": {"deviceClassName": driver, "count": len(devices)}}
-            ]
-        }
-    }
+    would (status.allocation written through the status subresource), in ``version`` of
+    resource.k8s.io."""
+    request: dict[str, Any] = {"deviceClassName": driver, "count": len(devices)}
+    # v1beta1 has the request's fields inline; v1beta2 and v1 under "exactly".
+    request = (
+        {"name": "req", **request} if version == "v1beta1" else {"name": "req", "exactly": request}
+    )
+    spec = {"devices": {"requests": [request]}}
     body = {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": f"resource.k8s.io/{version}",
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": spec,
     }
-    claim: dict[str, Any] = json.loads(send_json(client, "POST", CLAIMS, json.dumps(body).encode()))
+    claim: dict[str, Any] = json.loads(
+        send_json(client, "POST", claims_path(version), json.dumps(body).encode())
+    )
     claim["status"] = {
         "allocation": {
             "devices": {
@@ -54,15 +64,15 @@ def allocated_claim(
             }
         }
     }
-    path = f"{CLAIMS}/{name}/status"
+    path = f"{claims_path(version)}/{name}/status"
     allocated: dict[str, Any] = json.loads(
         send_json(client, "PUT", path, json.dumps(claim).encode())
     )
     return allocated
 
 
-def delete_claim(client: ApiClient, name: str) -> None:
-    send_json(client, "DELETE", f"{CLAIMS}/{name}", b"{}")
+def delete_claim(client: ApiClient, name: str, version: str = "v1") -> None:
+    send_json(client, "DELETE", f"{claims_path(version)}/{name}", b"{}")
 
 
 def uid(claim: dict[str, Any]) -> str:
