@@ -123,8 +123,9 @@ class _Serializer:
         if not self._enabled:
             yield
             return
-        # The thread lock first: flock locks of one process's threads exclude each other
-        # only through separate open files, which is what the lock file gives.
+        # The thread lock covers this instance's threads; the flock, on the file opened anew
+        # for each call, the other instances (flock excludes open files, so even two
+        # instances in one process).
         with self._lock:
             if self._lock_file is None:
                 yield
@@ -145,11 +146,14 @@ class _Loop:
         self._own: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def _get(self) -> asyncio.AbstractEventLoop:
         if self._loop is not None:
             return self._loop
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the kubelet plugin is stopped")
             if self._own is None:
                 own = asyncio.new_event_loop()
                 self._thread = threading.Thread(
@@ -192,6 +196,7 @@ class _Loop:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             own, thread = self._own, self._thread
             self._own = self._thread = None
         if own is not None and thread is not None:
@@ -213,7 +218,11 @@ def _base_request(name: str) -> str:
 
 
 class Helper:
-    """A running kubelet plugin: built by :func:`start`; ``stop()`` or ``with`` ends it."""
+    """A running kubelet plugin: built by :func:`start`; ``stop()`` or ``with`` ends it.
+
+    ``registrar_socket_path`` and ``plugin_socket_path`` are where it serves, ``services``
+    what it offers kubelet, ``registration_status`` what kubelet answered last.
+    """
 
     def __init__(
         self,
@@ -246,6 +255,8 @@ class Helper:
         self._registered = threading.Event()
         self._plugin = plugin
         self._api_client = api_client
+        # Claims are read in the newest resource.k8s.io version served, which the slices'
+        # discovery finds (one group, one answer).
         self._claim_api = ResourceSliceAPI(api_client) if api_client is not None else None
         self._serializer = _Serializer(serialize, lock_file)
         self._loop = _Loop(loop)
@@ -379,7 +390,7 @@ class Helper:
     def _fetch_claim(self, ref: ClaimRef) -> ResourceClaim:
         """The claim as the apiserver has it now; ValueError when it is not the one kubelet
         means (gone, replaced by one of the same name, not allocated)."""
-        if self._claim_api is None:
+        if self._api_client is None or self._claim_api is None:
             raise ValueError("no api_client: claims cannot be read")
         version = self._claim_api.current()
         path = (
@@ -387,7 +398,7 @@ class Helper:
             f"/resourceclaims/{quote(ref.name, safe='')}"
         )
         try:
-            claim: ResourceClaim = json.loads(get_json(self._claim_api_client, path))
+            claim: ResourceClaim = json.loads(get_json(self._api_client, path))
         except ApiException as exc:
             if exc.status == 404:
                 raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
@@ -400,11 +411,6 @@ class Helper:
         if not (claim.get("status") or {}).get("allocation"):
             raise ValueError(f"claim {ref.namespace}/{ref.name} is not allocated")
         return claim
-
-    @property
-    def _claim_api_client(self) -> ApiClient:
-        assert self._api_client is not None
-        return self._api_client
 
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
         """Fetch and check the claims, then the driver's callback for those that passed."""
@@ -659,7 +665,8 @@ def start(
 
     ``loop``: the event loop for coroutine callbacks (by default a thread with its own).
     ``error_handler(exc, message)``: failed callbacks, registration refused, the controller's
-    errors (default: logged).
+    errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
+    (an open health stream holds one).
     """
     if rolling_update_uid and registrar_socket:
         raise ValueError("rolling_update_uid and registrar_socket exclude each other")
