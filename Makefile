@@ -139,7 +139,7 @@ kubelet-harness: dev
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)
 	$(PROTOC_VENV)/bin/python -m pip install --quiet grpcio-tools==$(word 2,$(subst ==, ,$(firstword $(KUBELET_OLDEST_DEPS))))
-	apis="$$(cd $(KUBELET_HARNESS) && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' k8s.io/kubelet)/pkg/apis" && \
+	apis="$$(cd $(KUBELET_HARNESS) && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' k8s.io/kubelet)/pkg/apis" && \
 	for entry in $(KUBELET_PROTOS); do \
 		install -m 644 "$$apis/$${entry%%:*}/api.proto" $(KUBELET_PB)/$${entry##*:}.proto || exit 1; \
 	done
