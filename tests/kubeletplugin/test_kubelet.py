@@ -7,6 +7,8 @@ import asyncio
 import json
 import os
 import queue
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -20,10 +22,12 @@ from tests.kubeletplugin.env import RecordingPlugin, allocated_claim, delete_cla
 import resourceslice as rs
 from resourceslice import kubeletplugin
 from resourceslice._http import get_json, request, send_json
-from resourceslice.testing import wait_until
+from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Node:
@@ -437,3 +441,55 @@ def test_publish_resources(node: Node, kubelet: KubeletHarness) -> None:
             "/apis/resource.k8s.io/v1/resourceslices",
             query=[("fieldSelector", f"spec.driver={node.driver}")],
         )
+
+
+def test_driver_crash_and_restart(
+    node: Node, kubelet: KubeletHarness, kube_cluster: TestCluster
+) -> None:
+    """A plugin process killed leaves its sockets behind; its successor replaces them, and
+    kubelet drops the dead registration and takes the new one."""
+
+    def run_plugin() -> subprocess.Popen[str]:
+        """The plugin process (a context manager: on exit its pipes are closed and it is
+        waited for)."""
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.kubeletplugin.plugin_process",
+                str(kube_cluster.kubeconfigs["admin"]),
+                node.driver,
+                str(node.dir),
+            ],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    claim = node.claim("one", ["dev-0"])
+    with run_plugin() as first:
+        try:
+            assert first.stdout is not None and first.stdout.readline() == "ready\n"
+            kubelet.wait_registered(node.driver)
+            assert kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
+        finally:
+            first.kill()
+    registry = node.dir / "registry" / f"{node.driver}-reg.sock"
+    assert registry.is_socket()  # left behind
+    # kubelet still has the registration, but nobody answers on it.
+    assert "error" in kubelet.prepare(node.driver, [claim])
+
+    seen = len(kubelet.events())
+    with run_plugin() as second:
+        assert second.stdin is not None and second.stdout is not None
+        try:
+            assert second.stdout.readline() == "ready\n"
+            kubelet.wait_registered(node.driver, after=seen)
+            answer = kubelet.prepare(node.driver, [claim])
+            assert answer["claims"][uid(claim)]["error"] == ""
+            assert kubelet.unprepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
+        finally:
+            second.stdin.close()
+        assert second.wait(30) == 0
+    assert not registry.exists()
