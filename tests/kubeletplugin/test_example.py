@@ -11,8 +11,8 @@ from types import ModuleType
 
 import kubernetes.client
 import pytest
-from tests.kubeletplugin.env import allocated_claim, delete_claim, uid
 
+from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing.kubelet import KubeletHarness
 

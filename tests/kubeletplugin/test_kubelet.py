@@ -17,9 +17,9 @@ from typing import Any
 
 import kubernetes.client
 import pytest
-from tests.kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, driver_name, uid
 
 import resourceslice as rs
+from kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, driver_name, uid
 from resourceslice import kubeletplugin
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing import TestCluster, wait_until

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import kubernetes.client
 import pytest
-from tests.kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, uid
 
+from kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, uid
 from resourceslice import kubeletplugin
 from resourceslice._apiversion import ResourceSliceAPI
 from resourceslice.testing import TestCluster
