@@ -51,7 +51,7 @@ $(VENV_MADE):
 # mode into it, and the runtime + test + dev dependencies of pyproject.toml.
 dev: $(STAMP)
 $(STAMP): $(VENV_MADE) pyproject.toml Cargo.toml $(shell find rust/src -name '*.rs' 2>/dev/null)
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --extras test,dev,metrics --quiet
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --extras test,dev,metrics,kubelet --quiet
 	touch $@
 
 # Build (or find cached) the real kube-apiserver + etcd used by the integration tests.
@@ -85,12 +85,13 @@ $(OLDEST_STAMP): pyproject.toml Makefile
 		"PATH): pyproject.toml declares it, so make test runs on it; set PYTHON_OLDEST" >&2; exit 1; }
 	$(PYTHON_OLDEST) -m venv --clear $(OLDEST_VENV)
 	$(OLDEST_PY) -m pip install --quiet --upgrade pip
-	$(OLDEST_PY) -m pip install --quiet "$$(ls $(WHEEL_DIR)/*.whl)[test,metrics]" $(OLDEST_DEPS)
+	$(OLDEST_PY) -m pip install --quiet "$$(ls $(WHEEL_DIR)/*.whl)[test,metrics,kubelet]" $(OLDEST_DEPS) \
+		$(KUBELET_OLDEST_DEPS)
 	touch $@
 
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
 # OLDEST_DEPS: pip check), then the suite from that installation.
-test-oldest: wheel server $(OLDEST_STAMP)
+test-oldest: wheel server kubelet-harness $(OLDEST_STAMP)
 	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
 	$(OLDEST_PY) -m pip check
 	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
@@ -99,7 +100,7 @@ test-oldest: wheel server $(OLDEST_STAMP)
 
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
 # server with the newest Python and dependencies, then again on the oldest.
-test: lint server wheel
+test: lint server kubelet-harness wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
@@ -114,5 +115,34 @@ demo: dev server
 	$(PY) examples/demo.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) target .pytest_cache .mypy_cache .ruff_cache .benchmarks
+	rm -rf $(VENV) $(OLDEST_VENV) $(PROTOC_VENV) target .pytest_cache .mypy_cache .ruff_cache .benchmarks
 	find python -name '*.so' -delete
+
+# --- resourceslice.kubeletplugin (the [kubelet] extra) ---
+# Its gRPC + protobuf modules (committed in python/resourceslice/kubeletplugin/_pb/), generated
+# from the .proto files of the k8s.io/kubelet module that the kubelet harness's go.mod pins
+# (the release of the test apiserver). Generated code needs a protobuf runtime at least as new
+# as the generator's, and grpcio at least as new as grpcio-tools: the generator is therefore
+# the [kubelet] extra's lower bound (KUBELET_OLDEST_DEPS), in a venv of its own.
+KUBELET_HARNESS := python/resourceslice/testing/kubeletharness
+KUBELET_PB := python/resourceslice/kubeletplugin/_pb
+KUBELET_OLDEST_DEPS := grpcio==1.66.2 protobuf==5.27.2
+PROTOC_VENV := .venv-protoc
+# <api dir in k8s.io/kubelet/pkg/apis>:<name of the copy>
+KUBELET_PROTOS := dra/v1:dra_v1 dra/v1beta1:dra_v1beta1 dra-health/v1:health_v1 \
+	dra-health/v1alpha1:health_v1alpha1 pluginregistration/v1:pluginregistration_v1
+
+.PHONY: protos kubelet-harness
+# Build (or find cached) the kubelet harness the kubeletplugin tests register plugins with.
+kubelet-harness: dev
+	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
+
+protos:
+	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)
+	$(PROTOC_VENV)/bin/python -m pip install --quiet grpcio-tools==$(word 2,$(subst ==, ,$(firstword $(KUBELET_OLDEST_DEPS))))
+	apis="$$(cd $(KUBELET_HARNESS) && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' k8s.io/kubelet)/pkg/apis" && \
+	for entry in $(KUBELET_PROTOS); do \
+		install -m 644 "$$apis/$${entry%%:*}/api.proto" $(KUBELET_PB)/$${entry##*:}.proto || exit 1; \
+	done
+	$(PROTOC_VENV)/bin/python -m grpc_tools.protoc -Ipython --python_out=python --pyi_out=python \
+		--grpc_python_out=python $(KUBELET_PB)/*.proto

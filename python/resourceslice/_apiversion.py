@@ -267,11 +267,14 @@ class ResourceSliceAPI:
         data = self._call(v, lambda: get_json(self._client, f"{v.path}/{name}"))
         return v.object_to_v1(data)
 
-    def delete(self, name: str, uid: str, resource_version: str) -> None:
-        """DELETE with preconditions; ApiException as the server answered (404 included)."""
+    def delete(self, name: str, uid: str, resource_version: str) -> bytes:
+        """DELETE with preconditions; the object as v1 as the server answered (a finalizer
+        keeps it, with ``deletionTimestamp`` set); ApiException as the server answered (404
+        included)."""
         v = self.current()
         options = delete_options(uid, resource_version)
-        self._call(v, lambda: send_json(self._client, "DELETE", f"{v.path}/{name}", options))
+        data = self._call(v, lambda: send_json(self._client, "DELETE", f"{v.path}/{name}", options))
+        return v.object_to_v1(data)
 
     def list(self, field_selector: str) -> bytes:
         """The list (a ``ResourceSliceList``) as v1, read whole (the CLI, tests)."""

@@ -46,8 +46,17 @@ class SliceRecord:
     def node_name(self) -> str | None: ...
     @property
     def device_names(self) -> list[str]: ...
+    @property
+    def deleting(self) -> bool:
+        """``metadata.deletionTimestamp`` is set: the slice is going away (a finalizer holds
+        it); plans neither write nor delete it, and wait for its name to be free."""
     def same_content(self, other: SliceRecord) -> bool:
-        """Semantic equality of spec and managed metadata (not name/uid/resourceVersion)."""
+        """Semantic equality of what the controller owns: the spec and the controller
+        reference (not labels, annotations, finalizers, other ownerReferences)."""
+    def dropped_fields(self, stored: SliceRecord) -> tuple[list[str], list[str]]:
+        """``(paths, features)``, ``self`` taken as what was sent: the paths of what is not in
+        ``stored`` as sent (``spec.devices[0].taints``; quantities by value, additions are
+        no drop), and the feature gates probably off for them, sorted."""
 
 @final
 class Plan:
@@ -74,6 +83,9 @@ class Plan:
     @property
     def creates(self) -> list[bytes]:
         """Bodies (JSON) to create, each with its slice name. Within the window."""
+    @property
+    def waiting(self) -> list[str]:
+        """Slices not created because a slice being deleted still holds their name."""
 
 #: How deep ``non_plain`` looks: deeper input is not plain (the API refuses it).
 MAX_PLAIN_DEPTH: int

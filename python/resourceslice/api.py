@@ -128,18 +128,33 @@ class DroppedFieldsError(_PickledByFields, Exception):
     """The apiserver stored a slice without some fields the controller sent.
 
     Usually a feature gate that is off in the cluster (device taints, partitionable devices,
-    binding conditions…). The controller does not rewrite the slice again for the same desired
-    state: the stored one is what this cluster can hold.
+    binding conditions…). ``paths`` names what was sent and not stored
+    (``spec.devices[0].bindingConditions``), ``features`` the gates that are probably off for
+    it (as Go's ``DisabledFeatures()``; empty when no known field explains it), and
+    ``slice_index`` the slice's index in its pool. What the server or a webhook added (a
+    label, an annotation, a default) is not a drop. The controller does not rewrite the
+    slice again for the same desired state: the stored one is what this cluster can hold.
     """
 
-    _fields = ("pool", "slice_name")
+    _fields = ("pool", "slice_name", "slice_index", "paths", "features")
 
-    def __init__(self, pool: str, slice_name: str) -> None:
+    def __init__(
+        self,
+        pool: str,
+        slice_name: str,
+        slice_index: int = 0,
+        paths: Sequence[str] = (),
+        features: Sequence[str] = (),
+    ) -> None:
         self.pool = pool
         self.slice_name = slice_name
+        self.slice_index = slice_index
+        self.paths = list(paths)
+        self.features = list(features)
         super().__init__(
-            f"pool {pool!r}, slice {slice_name!r}: the apiserver dropped some fields, "
-            "probably because the features they need are disabled in the cluster"
+            f"pool {pool!r}, slice #{slice_index} ({slice_name!r}): the apiserver dropped "
+            f"{', '.join(self.paths) or 'some fields'}, probably because these features are "
+            f"disabled: {' '.join(self.features) or 'unknown'}"
         )
 
 

@@ -393,6 +393,8 @@ class Controller:
         # slice someone edited or deleted by hand is put right soon enough.
         if new is not None:
             self._mutations.observed(new)
+            if old is not None:
+                self._adopt_foreign_edit(old, new)
         elif old is not None:
             self._mutations.observed(old, deleted=True)
             # A slice of a pool no longer desired will not be written by us again: forget
@@ -409,6 +411,23 @@ class Controller:
         for record in (old, new):
             if record is not None:
                 self._queue.add_after(record.pool, self._sync_delay)
+
+    def _adopt_foreign_edit(self, old: SliceRecord, new: SliceRecord) -> None:
+        """Another client changed only what is not ours in a slice we wrote last (a label,
+        an annotation, a finalizer, another ownerReference): the new version counts as our
+        write. So our next write of it is not reported as a ConflictingWriterError, and a
+        slice the server stored without some fields is still not rewritten (_DroppedFields)."""
+        with self._lock:
+            ours = self._own_versions.get(new.name) == old.resource_version
+            dropped = self._dropped.get(new.pool)
+            if dropped is not None and dropped.written.get(new.name) != old.resource_version:
+                dropped = None
+            if not (ours or dropped is not None) or not old.same_content(new):
+                return
+            if ours:
+                self._own_versions[new.name] = new.resource_version
+            if dropped is not None:
+                dropped.written[new.name] = new.resource_version
 
     def _work(self) -> None:
         while not self._informer.wait_synced(0.5):
@@ -510,9 +529,20 @@ class Controller:
                 "pool %r: generation %d, %d creates, %d updates, %d deletes in %.3fs",
                 pool, plan.generation, creates, updates, deletes, time.monotonic() - started,
             )  # fmt: skip
+        if plan.waiting:
+            log.info(
+                "pool %r: waiting for ResourceSlices being deleted to go before creating them "
+                "again: %s",
+                pool,
+                ", ".join(plan.waiting),
+            )
         with self._lock:
             self._counts["syncs"] += 1
-            if self._pool_versions.get(pool, 0) == version:
+            if plan.waiting:
+                # Not synced until they are created; their deletion's watch event (the
+                # finalizers removed) syncs the pool again.
+                self._dirty.add(pool)
+            elif self._pool_versions.get(pool, 0) == version:
                 self._dirty.discard(pool)
                 if pool not in self._desired_pools:
                     self._pool_versions.pop(pool, None)
@@ -542,16 +572,23 @@ class Controller:
         for name, uid, resource_version in deletes:
             if not self._may_write():
                 return
+            left: SliceRecord | None = None
             try:
-                self._slices.delete(name, uid, resource_version)
+                response = self._slices.delete(name, uid, resource_version)
             except ApiException as exc:
                 if exc.status != 404:  # already gone is what we wanted
                     raise
             else:
                 self._count("deletes")
+                left = _still_there(response)
             with self._lock:
                 self._own_versions.pop(name, None)
-            self._mutations.deleted(pool, name, uid)
+            if left is not None:
+                # A finalizer holds it: it stays, being deleted, until its holder lets go;
+                # syncs see it so and leave it alone (nor delete it again).
+                self._mutations.stored(left)
+            else:
+                self._mutations.deleted(pool, name, uid)
 
     def _write(self, pool: str, plan: Plan, version: int) -> None:
         """The updates and creates of ``plan``'s window."""
@@ -617,15 +654,15 @@ class Controller:
             dropped = self._dropped.get(pool)
             if dropped is not None and dropped.version != version:
                 dropped = None
-            same = sent.same_content(actual)
-            if not same and dropped is None:
+            paths, features = sent.dropped_fields(actual)
+            if paths and dropped is None:
                 dropped = self._dropped[pool] = _DroppedFields(version)
             if dropped is not None:
                 dropped.written[actual.name] = actual.resource_version
             self._own_versions[actual.name] = actual.resource_version
-        if not same:
+        if paths:
             self._report(
-                DroppedFieldsError(pool, actual.name),
+                DroppedFieldsError(pool, actual.name, _slice_index(actual.name), paths, features),
                 f"publishing ResourceSlice {actual.name!r} of pool {pool!r}",
             )
 
@@ -655,6 +692,20 @@ def _log_plan(
             if redundant else "",
         )  # fmt: skip
     return counts if any(counts) else None
+
+
+def _still_there(response: bytes) -> SliceRecord | None:
+    """The record of a DELETE's response if the object stays, being deleted (finalizers)."""
+    try:
+        record = core.decode_slice(response)
+    except ValueError:  # a Status, not the object: it is gone
+        return None
+    return record if record.deleting else None
+
+
+def _slice_index(name: str) -> int:
+    """The index of one of our slices: its name starts with it in hex (docs/core.md §5)."""
+    return int(name[: len(name) - len(name.lstrip("0123456789abcdef"))], 16)
 
 
 def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:

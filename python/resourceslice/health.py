@@ -200,6 +200,6 @@ class ObservedSliceAPI(ResourceSliceAPI):
         with self._observer.writing("update"):
             return super().update(name, body)
 
-    def delete(self, name: str, uid: str, resource_version: str) -> None:
+    def delete(self, name: str, uid: str, resource_version: str) -> bytes:
         with self._observer.writing("delete"):
-            super().delete(name, uid, resource_version)
+            return super().delete(name, uid, resource_version)

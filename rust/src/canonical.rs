@@ -210,12 +210,27 @@ pub struct Header<'a> {
     pub partition_type_attribute: Option<Value>,
     pub skip_node_operations: Option<Value>,
     pub owner_references: Option<Value>,
-    pub labels: Option<Value>,
-    pub annotations: Option<Value>,
+}
+
+/// The entries of `ownerReferences` with `controller: true`.
+///
+/// The API allows one controller reference per object: that one is the controller's (its
+/// owner's). Other owner references, labels, annotations and finalizers belong to other
+/// clients: an update keeps them as stored, and a change of them alone is no change.
+pub fn controller_references(owner_references: Option<Value>) -> Option<Value> {
+    match owner_references {
+        Some(Value::Array(refs)) => Some(Value::Array(
+            refs.into_iter()
+                .filter(|r| r.get("controller") == Some(&Value::Bool(true)))
+                .collect(),
+        )),
+        other => other,
+    }
 }
 
 impl Header<'_> {
-    /// As one pruned JSON object.
+    /// As one pruned JSON object: what the controller owns of a slice, the spec and the
+    /// controller reference (`controller_references`).
     pub fn to_value(self) -> Value {
         let mut h = Map::new();
         h.insert("driver".into(), Value::from(self.driver));
@@ -231,9 +246,10 @@ impl Header<'_> {
             ("sharedCounters", self.shared_counters),
             ("partitionTypeAttribute", self.partition_type_attribute),
             ("skipNodeOperations", self.skip_node_operations),
-            ("ownerReferences", self.owner_references),
-            ("labels", self.labels),
-            ("annotations", self.annotations),
+            (
+                "ownerReferences",
+                controller_references(self.owner_references),
+            ),
         ] {
             if let Some(v) = v {
                 h.insert(key.into(), v);
@@ -542,6 +558,184 @@ pub fn header_eq(a: &str, b: &str) -> bool {
         to_json_with(&v, &subs)
     };
     by_value(a) == by_value(b)
+}
+
+/// The feature gate a field needs, by field name: the last of these names in a dropped path
+/// decides (`consumesCounters[0].compatibilityGroups` is DRADeviceCompatibilityGroups). Go's
+/// `DroppedFieldsError.DisabledFeatures()` makes the same guesses, from counts.
+const FIELD_FEATURES: [(&str, &str); 13] = [
+    ("taints", "DRADeviceTaints"),
+    ("sharedCounters", "DRAPartitionableDevices"),
+    ("consumesCounters", "DRAPartitionableDevices"),
+    ("perDeviceNodeSelection", "DRAPartitionableDevices"),
+    ("bindingConditions", "DRADeviceBindingConditions"),
+    ("bindingFailureConditions", "DRADeviceBindingConditions"),
+    ("bindsToNode", "DRADeviceBindingConditions"),
+    ("allowMultipleAllocations", "DRAConsumableCapacity"),
+    ("requestPolicy", "DRAConsumableCapacity"),
+    ("partitionTypeAttribute", "DRAPartitionableDevicesType"),
+    ("skipNodeOperations", "DRAOptionalNodeOperations"),
+    ("compatibilityGroups", "DRADeviceCompatibilityGroups"),
+    ("nodeAllocatableResources", "DRANodeAllocatableResources"),
+];
+/// Members whose keys are names (written `["key"]` in a path), not field names.
+const MAP_FIELDS: [&str; 4] = [
+    "attributes",
+    "capacity",
+    "counters",
+    "nodeAllocatableResources",
+];
+
+#[derive(Clone)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+fn feature(path: &[Segment]) -> Option<&'static str> {
+    let names: Vec<&str> = path
+        .iter()
+        .filter_map(|s| match s {
+            Segment::Key(k) => Some(k.as_str()),
+            Segment::Index(_) => None,
+        })
+        .collect();
+    if let Some(f) = names
+        .iter()
+        .rev()
+        .find_map(|n| FIELD_FEATURES.iter().find(|(k, _)| k == n).map(|(_, f)| *f))
+    {
+        return Some(f);
+    }
+    // A device's own node selection (spec.devices[i].nodeName...).
+    (names.len() >= 3 && names[1] == "devices" && NODE_SELECTION_KEYS.contains(&names[2]))
+        .then_some("DRAPartitionableDevices")
+}
+
+fn path_text(path: &[Segment]) -> String {
+    let mut out = String::new();
+    for (i, segment) in path.iter().enumerate() {
+        match segment {
+            Segment::Index(n) => out.push_str(&format!("[{n}]")),
+            Segment::Key(k) => {
+                let in_map = i > 0
+                    && matches!(&path[i - 1], Segment::Key(p) if MAP_FIELDS.contains(&p.as_str()));
+                if in_map {
+                    out.push_str(&format!("[{}]", quote(k)));
+                } else {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Appends the paths of what `sent` has and `stored` has not, or has otherwise.
+fn not_contained(
+    sent: &Value,
+    stored: &Value,
+    path: &mut Vec<Segment>,
+    out: &mut Vec<Vec<Segment>>,
+) {
+    match (sent, stored) {
+        (Value::Object(s), Value::Object(t)) => {
+            for (key, v) in s {
+                path.push(Segment::Key(key.clone()));
+                match t.get(key) {
+                    Some(w) => not_contained(v, w, path, out),
+                    None => out.push(path.clone()),
+                }
+                path.pop();
+            }
+        }
+        (Value::Array(s), Value::Array(t)) => {
+            for (i, v) in s.iter().enumerate() {
+                path.push(Segment::Index(i));
+                match t.get(i) {
+                    Some(w) => not_contained(v, w, path, out),
+                    None => out.push(path.clone()),
+                }
+                path.pop();
+            }
+        }
+        (Value::Object(_) | Value::Array(_), _) => out.push(path.clone()),
+        _ if sent != stored => out.push(path.clone()),
+        _ => {}
+    }
+}
+
+/// A slice as `{"metadata": {"ownerReferences"}, "spec": {...}}`, quantities as value keys; a
+/// device not `compared` is 0 (on both sides: equal, or not stored at all).
+fn by_value(header: &str, devices: &[&str], compared: &[bool]) -> Value {
+    let rewrite = |json: &str, spec: bool| {
+        let v = parse(json);
+        let mut subs = Vec::new();
+        if spec {
+            header_quantities(&v, &mut |q| quantity_sub(&mut subs, q, quantity::value_key));
+        } else {
+            device_quantities(&v, &mut |q| quantity_sub(&mut subs, q, quantity::value_key));
+        }
+        parse(&to_json_with(&v, &subs))
+    };
+    let Value::Object(mut spec) = rewrite(header, true) else {
+        unreachable!("a header is an object")
+    };
+    let devices: Vec<Value> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match compared.get(i) {
+            Some(true) => rewrite(d, false),
+            _ => Value::from(0),
+        })
+        .collect();
+    if !devices.is_empty() {
+        spec.insert("devices".into(), Value::Array(devices));
+    }
+    let mut slice = Map::new();
+    if let Some(owners) = spec.remove("ownerReferences") {
+        let mut meta = Map::new();
+        meta.insert("ownerReferences".into(), owners);
+        slice.insert("metadata".into(), Value::Object(meta));
+    }
+    slice.insert("spec".into(), Value::Object(spec));
+    Value::Object(slice)
+}
+
+/// `(paths, features)`: what was sent and is not in what was stored, and the feature gates
+/// that are probably off for it (sorted). What the server or a webhook added (a label, a
+/// taint's time, a default) is no drop; quantities compare by value.
+pub fn dropped_fields(
+    sent_header: &str,
+    sent_devices: &[&str],
+    stored_header: &str,
+    stored_devices: &[&str],
+) -> (Vec<String>, Vec<String>) {
+    if sent_header == stored_header && sent_devices == stored_devices {
+        return (Vec::new(), Vec::new());
+    }
+    // Only devices stored at the same position with other JSON are parsed and compared.
+    let compared: Vec<bool> = sent_devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| stored_devices.get(i).is_some_and(|s| s != d))
+        .collect();
+    let mut missing = Vec::new();
+    not_contained(
+        &by_value(sent_header, sent_devices, &compared),
+        &by_value(stored_header, stored_devices, &compared),
+        &mut Vec::new(),
+        &mut missing,
+    );
+    let features: std::collections::BTreeSet<&str> =
+        missing.iter().filter_map(|p| feature(p)).collect();
+    (
+        missing.iter().map(|p| path_text(p)).collect(),
+        features.into_iter().map(String::from).collect(),
+    )
 }
 
 #[cfg(test)]

@@ -28,8 +28,15 @@ pub struct Record {
     pub devices: StrList,
     /// Canonical JSON of the header (docs/core.md §1).
     pub header: String,
+    /// Metadata of other clients, stored as it is: an update keeps it (upstream replaces
+    /// only the spec).
     pub labels: Option<Value>,
     pub annotations: Option<Value>,
+    pub owner_references: Option<Value>,
+    pub finalizers: Option<Value>,
+    /// `metadata.deletionTimestamp` is set: the slice is going away (a finalizer holds it),
+    /// and is not written again.
+    pub deleting: bool,
 }
 
 impl Record {
@@ -42,6 +49,14 @@ impl Record {
                 .iter()
                 .zip(other.devices.iter())
                 .all(|(d, s)| canonical::device_eq(d, s))
+    }
+
+    /// `(paths, features)`: what `self` (as sent) has and `stored` has not, and the feature
+    /// gates probably off for it; empty when all of it was stored.
+    pub fn dropped_fields(&self, stored: &Record) -> (Vec<String>, Vec<String>) {
+        let sent: Vec<&str> = self.devices.iter().collect();
+        let kept: Vec<&str> = stored.devices.iter().collect();
+        canonical::dropped_fields(&self.header, &sent, &stored.header, &kept)
     }
 }
 
@@ -132,8 +147,7 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
     });
     devices.names.shrink_to_fit();
     devices.jsons.shrink_to_fit();
-    let labels = meta.remove("labels");
-    let annotations = meta.remove("annotations");
+    let owner_references = meta.remove("ownerReferences");
     let h = Header {
         driver: &driver,
         pool: &pool_name,
@@ -143,9 +157,7 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
         shared_counters: spec.remove("sharedCounters"),
         partition_type_attribute: spec.remove("partitionTypeAttribute"),
         skip_node_operations: spec.remove("skipNodeOperations"),
-        owner_references: meta.remove("ownerReferences"),
-        labels: labels.clone(),
-        annotations: annotations.clone(),
+        owner_references: owner_references.clone(),
     }
     .to_value();
     Ok(Record {
@@ -160,8 +172,11 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
         device_names: devices.names,
         devices: devices.jsons,
         header: canonical::stored_header(&h),
-        labels: labels.and_then(canonical::prune),
-        annotations: annotations.and_then(canonical::prune),
+        labels: meta.remove("labels").and_then(canonical::prune),
+        annotations: meta.remove("annotations").and_then(canonical::prune),
+        owner_references,
+        finalizers: meta.remove("finalizers").filter(|v| !v.is_null()),
+        deleting: meta.get("deletionTimestamp").is_some_and(|v| !v.is_null()),
     })
 }
 

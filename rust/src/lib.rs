@@ -305,8 +305,17 @@ impl PySliceRecord {
         self.0.device_names.iter().collect()
     }
 
+    #[getter]
+    fn deleting(&self) -> bool {
+        self.0.deleting
+    }
+
     fn same_content(&self, other: &Bound<'_, PySliceRecord>) -> bool {
         self.0.same_content(&other.get().0)
+    }
+
+    fn dropped_fields(&self, stored: &Bound<'_, PySliceRecord>) -> (Vec<String>, Vec<String>) {
+        self.0.dropped_fields(&stored.get().0)
     }
 
     fn __repr__(&self) -> String {
@@ -331,6 +340,7 @@ struct PyPlan {
     next_write: usize,
     updates: Vec<(String, Py<PyBytes>)>,
     creates: Vec<Py<PyBytes>>,
+    waiting: Vec<String>,
 }
 
 impl PyPlan {
@@ -352,6 +362,7 @@ impl PyPlan {
                 .into_iter()
                 .map(|body| PyBytes::new(py, &body).unbind())
                 .collect(),
+            waiting: plan.waiting,
         }
     }
 }
@@ -392,6 +403,10 @@ impl PyPlan {
     #[getter]
     fn creates(&self, py: Python<'_>) -> Vec<Py<PyBytes>> {
         self.creates.iter().map(|body| body.clone_ref(py)).collect()
+    }
+    #[getter]
+    fn waiting(&self) -> Vec<String> {
+        self.waiting.clone()
     }
 }
 

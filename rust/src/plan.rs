@@ -44,6 +44,8 @@ pub struct Plan {
     /// Bodies of the writes in the requested window only.
     pub updates: Vec<(String, Vec<u8>)>,
     pub creates: Vec<Vec<u8>>,
+    /// Slices not created because a slice being deleted still holds their name.
+    pub waiting: Vec<String>,
 }
 
 /// Slice names are cut to 63 characters (a DNS label's length, so they also fit in label
@@ -243,6 +245,27 @@ impl<'r> StoredTimes<'r> {
 /// when every slice of the generation that stays is already as desired: the new slices hold
 /// only devices no other slice has. Anything else needs a new generation, so that consumers
 /// never mix old and new slices.
+/// The ownerReferences of a written slice: the stored ones as they are, ours put in place of
+/// the stored entry with our uid (or first when there is none), so that an update keeps what
+/// other clients own, as upstream's update of a copy of the stored object does.
+fn owner_references(ours: Option<&Value>, record: Option<&Record>) -> Option<Value> {
+    let uid = ours.and_then(|o| o.get("uid"));
+    let mut refs: Vec<Value> = match record.and_then(|r| r.owner_references.as_ref()) {
+        Some(Value::Array(stored)) => stored
+            .iter()
+            .map(|r| match ours {
+                Some(o) if r.get("uid") == uid => o.clone(),
+                _ => r.clone(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(o) = ours.filter(|_| !refs.iter().any(|r| r.get("uid") == uid)) {
+        refs.insert(0, o.clone());
+    }
+    (!refs.is_empty()).then_some(Value::Array(refs))
+}
+
 fn keeps_generation(
     missing: usize,
     updates_needed: usize,
@@ -273,8 +296,11 @@ pub fn plan_pool(
     window: Window,
 ) -> Plan {
     let delete = |r: &Record| (r.name.clone(), r.uid.clone(), r.resource_version.clone());
+    // A slice being deleted is going away: never deleted again nor updated, and its name is
+    // taken until it is gone. Its generation still counts: consumers see it until then.
+    let live = existing.iter().copied().filter(|r| !r.deleting);
     let Some((desired, wanted)) = desired.and_then(|d| Some((d, d.pools.get(pool)?))) else {
-        let mut deletes: Vec<_> = existing.iter().map(|r| delete(r)).collect();
+        let mut deletes: Vec<_> = live.map(delete).collect();
         deletes.sort();
         return Plan {
             deletes,
@@ -285,7 +311,7 @@ pub fn plan_pool(
     let max_gen = existing.iter().map(|r| r.generation).max().unwrap_or(0);
     let mut dropped: Vec<&Record> = Vec::new();
     let mut current: BTreeMap<usize, &Record> = BTreeMap::new();
-    for &record in existing {
+    for record in live {
         match index_of(&record.name, driver, owner, pool) {
             Some(index) => {
                 current.insert(index, record);
@@ -299,14 +325,14 @@ pub fn plan_pool(
     let mut deletes: Vec<_> = dropped.iter().map(|r| delete(r)).collect();
     deletes.sort();
 
-    let owner_refs = owner.filter(|o| !o.uid.is_empty()).map(|o| {
+    let owner_ref = owner.filter(|o| !o.uid.is_empty()).map(|o| {
         let mut r = Map::new();
         r.insert("apiVersion".into(), Value::from(o.api_version.as_str()));
         r.insert("kind".into(), Value::from(o.kind.as_str()));
         r.insert("name".into(), Value::from(o.name.as_str()));
         r.insert("uid".into(), Value::from(o.uid.as_str()));
         r.insert("controller".into(), Value::Bool(true));
-        Value::Array(vec![Value::Object(r)])
+        Value::Object(r)
     });
     let node_selection = |s: &SliceRef<'_>| -> (&'static str, Value) {
         if let Some(ns) = &wanted.node_selector {
@@ -330,9 +356,7 @@ pub fn plan_pool(
         shared_counters: s.shared_counters.cloned(),
         partition_type_attribute: s.partition_type_attribute.map(Value::from),
         skip_node_operations: s.skip_node_operations.map(Value::from),
-        owner_references: owner_refs.clone(),
-        labels: record.and_then(|r| r.labels.clone()),
-        annotations: record.and_then(|r| r.annotations.clone()),
+        owner_references: owner_references(owner_ref.as_ref(), record),
     };
 
     let changed: Vec<bool> = slices
@@ -379,7 +403,22 @@ pub fn plan_pool(
         records: &current_records,
         by_device: None,
     };
-    let mut to_write: Vec<usize> = (0..count).filter(|&i| write_all || changed[i]).collect();
+    let going: BTreeSet<&str> = existing
+        .iter()
+        .filter(|r| r.deleting)
+        .map(|r| r.name.as_str())
+        .collect();
+    let mut to_write = Vec::new();
+    let mut waiting = Vec::new();
+    for i in (0..count).filter(|&i| write_all || changed[i]) {
+        let name = slice_name(i, driver, owner, pool);
+        // A create whose name a slice being deleted holds waits until it is gone.
+        if !current.contains_key(&i) && going.contains(name.as_str()) {
+            waiting.push(name);
+        } else {
+            to_write.push(i);
+        }
+    }
     // Updates before creates (docs/core.md §5), each in index order.
     to_write.sort_by_key(|i| !current.contains_key(i));
     let writes: Vec<String> = to_write
@@ -403,14 +442,23 @@ pub fn plan_pool(
         let Value::Object(spec) = &mut h else {
             unreachable!("a header is an object")
         };
+        spec.remove("ownerReferences"); // the controller's alone: all go in metadata
         let mut metadata = Map::new();
-        for key in ["ownerReferences", "labels", "annotations"] {
-            if let Some(v) = spec.remove(key) {
-                metadata.insert(key.into(), v);
-            }
-        }
         metadata.insert("name".into(), Value::from(name.as_str()));
+        if let Some(refs) = owner_references(owner_ref.as_ref(), record) {
+            metadata.insert("ownerReferences".into(), refs);
+        }
         if let Some(r) = record {
+            // Others' metadata as stored: a PUT replaces the whole object.
+            for (key, value) in [
+                ("labels", &r.labels),
+                ("annotations", &r.annotations),
+                ("finalizers", &r.finalizers),
+            ] {
+                if let Some(v) = value {
+                    metadata.insert(key.into(), v.clone());
+                }
+            }
             metadata.insert(
                 "resourceVersion".into(),
                 Value::from(r.resource_version.as_str()),
@@ -447,5 +495,6 @@ pub fn plan_pool(
         next_write,
         updates,
         creates,
+        waiting,
     }
 }

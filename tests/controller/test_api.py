@@ -164,10 +164,20 @@ def test_validation_error_is_a_value_error_listing_every_problem() -> None:
     assert "a: bad" in str(err) and "b: worse" in str(err)
 
 
-def test_dropped_fields_error_names_pool_and_slice() -> None:
-    err = rs.DroppedFieldsError("pool-a", "00000-x-abcde")
-    assert (err.pool, err.slice_name) == ("pool-a", "00000-x-abcde")
-    assert "pool-a" in str(err) and "00000-x-abcde" in str(err)
+def test_dropped_fields_error_names_pool_slice_paths_and_features() -> None:
+    err = rs.DroppedFieldsError(
+        "pool-a",
+        "00001-x-abcde",
+        1,
+        ["spec.devices[0].taints", "spec.sharedCounters"],
+        ["DRADeviceTaints", "DRAPartitionableDevices"],
+    )
+    assert (err.pool, err.slice_name, err.slice_index) == ("pool-a", "00001-x-abcde", 1)
+    assert str(err) == (
+        "pool 'pool-a', slice #1 ('00001-x-abcde'): the apiserver dropped "
+        "spec.devices[0].taints, spec.sharedCounters, probably because these features are "
+        "disabled: DRADeviceTaints DRAPartitionableDevices"
+    )
 
 
 def test_node_owner() -> None:

@@ -13,7 +13,16 @@ import resourceslice as rs
 @pytest.mark.parametrize(
     ("error", "fields"),
     [
-        (rs.DroppedFieldsError("p", "s-1"), {"pool": "p", "slice_name": "s-1"}),
+        (
+            rs.DroppedFieldsError("p", "s-1", 2, ["spec.taints"], ["DRADeviceTaints"]),
+            {
+                "pool": "p",
+                "slice_name": "s-1",
+                "slice_index": 2,
+                "paths": ["spec.taints"],
+                "features": ["DRADeviceTaints"],
+            },
+        ),
         (rs.ConflictingWriterError("p", "s-2"), {"pool": "p", "slice_name": "s-2"}),
         (rs.SliceExistsError("p", ("a", "b")), {"pool": "p", "slice_names": ["a", "b"]}),
         (rs.ValidationError(["x: bad", "y: worse"]), {"errors": ["x: bad", "y: worse"]}),

@@ -79,6 +79,7 @@ def _summary(plan: Any) -> tuple[Any, ...]:
         plan.writes,
         plan.updates,
         plan.creates,
+        plan.waiting,
     )
 
 

@@ -244,3 +244,119 @@ def test_changed_pools_are_those_whose_content_differs(core: ModuleType) -> None
     assert old.changed_pools(old) == []
     # Another byte budget packs every pool differently.
     assert old.changed_pools(prepare(core, base, 4096 + 3 * 60)) == sorted(base)
+
+
+def test_update_keeps_finalizers_and_foreign_owner_references(core: ModuleType) -> None:
+    obj = json.loads(
+        core.plan_pool(prepare(core, {"p": pool(devices(1))}), "p", [], OWNER, None).creates[0]
+    )
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u-cm"}
+    stale_ours = {"apiVersion": "v1", "kind": "Node", "name": "old", "uid": OWNER[3]}
+    obj["metadata"].update(
+        uid="u",
+        resourceVersion="3",
+        finalizers=["example.com/keep"],
+        ownerReferences=[foreign, stale_ours],
+        labels={"team": "x"},
+    )
+    stored = core.decode_slice(json.dumps(obj).encode())
+    plan = core.plan_pool(prepare(core, {"p": pool(devices(2))}), "p", [stored], OWNER, None)
+    ((_, body),) = plan.updates
+    meta = json.loads(body)["metadata"]
+    ours = dict(zip(("apiVersion", "kind", "name", "uid"), OWNER), controller=True)
+    assert meta["finalizers"] == ["example.com/keep"]
+    assert meta["ownerReferences"] == [foreign, ours]
+    assert meta["labels"] == {"team": "x"}
+    # What was written, once stored, is what is wanted: no further update.
+    written = json.loads(body)
+    written["metadata"].update(uid="u", resourceVersion="4")
+    again = core.plan_pool(
+        prepare(core, {"p": pool(devices(2))}),
+        "p",
+        [core.decode_slice(json.dumps(written).encode())],
+        OWNER,
+        None,
+    )
+    assert (again.updates, again.creates, again.deletes) == ([], [], [])
+    # Without a stored entry of ours, ours comes first and the others follow as stored.
+    obj["metadata"]["ownerReferences"] = [foreign]
+    plan = core.plan_pool(
+        prepare(core, {"p": pool(devices(2))}),
+        "p",
+        [core.decode_slice(json.dumps(obj).encode())],
+        OWNER,
+        None,
+    )
+    assert json.loads(plan.updates[0][1])["metadata"]["ownerReferences"] == [ours, foreign]
+
+
+def _published(core: ModuleType, n: int = 1, **pool_kw: Any) -> tuple[Any, list[Any]]:
+    """The desired state of pool "p" and its records once published."""
+    desired = prepare(core, {"p": pool(devices(n), **pool_kw)})
+    return desired, apply(core, core.plan_pool(desired, "p", [], OWNER, None), [])
+
+
+def _edited(core: ModuleType, record: Any, **meta: Any) -> Any:
+    """``record`` as another client left it: its object with ``meta`` set (the body of the
+    record's own last write, re-read)."""
+    plan = core.plan_pool(
+        prepare(core, {"p": pool(devices(len(record.device_names)), generation=9)}),
+        "p",
+        [record],
+        OWNER,
+        None,
+    )
+    ((_, body),) = plan.updates
+    obj = json.loads(body)
+    obj["spec"]["pool"]["generation"] = record.generation
+    obj["metadata"].update(uid=record.uid, resourceVersion=str(int(record.resource_version) + 1))
+    obj["metadata"].update(meta)
+    return core.decode_slice(json.dumps(obj).encode())
+
+
+def test_metadata_of_others_is_no_change(core: ModuleType) -> None:
+    desired, [record] = _published(core)
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u-cm"}
+    ours = dict(zip(("apiVersion", "kind", "name", "uid"), OWNER), controller=True)
+    edited = _edited(
+        core,
+        record,
+        labels={"team": "x"},
+        annotations={"note": "y"},
+        finalizers=["example.com/keep"],
+        ownerReferences=[ours, foreign],
+    )
+    assert record.same_content(edited) and edited.same_content(record)
+    plan = core.plan_pool(desired, "p", [edited], OWNER, None)
+    assert (plan.updates, plan.creates, plan.deletes) == ([], [], [])
+    # Our controller reference gone, or no longer the controller: ours to put back.
+    for refs in ([foreign], [{**ours, "controller": False}, foreign]):
+        taken = _edited(core, record, ownerReferences=refs)
+        assert not record.same_content(taken)
+        assert [n for n, _ in core.plan_pool(desired, "p", [taken], OWNER, None).updates] == [
+            record.name
+        ]
+
+
+def test_slice_being_deleted_is_not_deleted_again(core: ModuleType) -> None:
+    _, [record] = _published(core)
+    going = _edited(core, record, deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["x/y"])
+    assert going.deleting and not record.deleting
+    assert core.plan_pool(None, "p", [record], OWNER, None).deletes == [
+        (record.name, record.uid, record.resource_version)
+    ]
+    plan = core.plan_pool(None, "p", [going], OWNER, None)
+    assert (plan.deletes, plan.writes, plan.waiting) == ([], [], [])
+
+
+def test_desired_slice_being_deleted_waits_for_its_name(core: ModuleType) -> None:
+    desired, records = _published(core, 129)
+    first, second = sorted(records, key=lambda r: r.name)
+    going = _edited(core, first, deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["x/y"])
+    plan = core.plan_pool(desired, "p", [going, second], OWNER, None)
+    # Slot 0 would be created again, but its name is taken until the slice is gone; the
+    # other slice, already as desired, is left alone.
+    assert (plan.waiting, plan.writes, plan.deletes) == ([first.name], [], [])
+    assert plan.generation == 1
+    gone = core.plan_pool(desired, "p", [second], OWNER, None)
+    assert (gone.waiting, gone.writes, gone.generation) == ([], [first.name], 1)

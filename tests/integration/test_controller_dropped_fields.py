@@ -44,6 +44,13 @@ def test_dropped_fields_reported_once_and_not_rewritten(gated_cluster: TestClust
         [(exc, message)] = env.errors
         assert isinstance(exc, rs.DroppedFieldsError)
         assert exc.pool == "p" and exc.slice_name == published["metadata"]["name"]
+        assert exc.slice_index == 0
+        assert exc.paths == [
+            "spec.devices[0].bindingConditions",
+            "spec.devices[0].bindingFailureConditions",
+            "spec.devices[0].bindsToNode",
+        ]
+        assert exc.features == ["DRADeviceBindingConditions"]
         assert "'p'" in message
 
         # The informer's event for the created slice syncs the pool again: it differs from
@@ -51,5 +58,26 @@ def test_dropped_fields_reported_once_and_not_rewritten(gated_cluster: TestClust
         wait_until(lambda: ctrl.stats().syncs >= 2)
         assert env.counter.writes() == {"POST": 1}
         assert len(env.errors) == 1
+    finally:
+        env.close()
+
+
+def test_foreign_label_on_a_slice_with_dropped_fields_makes_no_write(
+    gated_cluster: TestCluster,
+) -> None:
+    """Another client labels the slice the server stored without some fields: still what
+    this cluster can hold, so not rewritten (and the drop not reported again)."""
+    env = ControllerEnv(gated_cluster, "dropped-label.example.com")
+    try:
+        ctrl = env.start_synced(pools(p=rs.Pool(devices=[device(0, **BINDING)])), sync_delay=0.2)
+        assert ctrl.wait_idle(60.0), env.errors
+        syncs = ctrl.stats().syncs
+        [published] = env.slices()
+        published["metadata"]["labels"] = {"team": "other"}
+        env.replace_slice(published)
+        wait_until(lambda: ctrl.stats().syncs > syncs)
+        assert ctrl.wait_idle(60.0), env.errors
+        assert env.counter.writes() == {"POST": 1}
+        assert [type(e) for e, _ in env.errors] == [rs.DroppedFieldsError]
     finally:
         env.close()

@@ -94,6 +94,27 @@ DROP_CASES: dict[str, tuple[list[str], rs.DriverResources]] = {
 }
 
 
+#: case -> what each slice it drops from reports: slice index -> (paths, features).
+DROPPED: dict[str, dict[int, tuple[list[str], list[str]]]] = {
+    "drop-consumable-capacity-field": {
+        0: (["spec.devices[0].allowMultipleAllocations"], ["DRAConsumableCapacity"])
+    },
+    "drop-optional-node-operations-field": {
+        0: (["spec.skipNodeOperations"], ["DRAOptionalNodeOperations"])
+    },
+    "drop-compatibility-groups-field": {
+        1: (
+            ["spec.devices[0].consumesCounters[0].compatibilityGroups"],
+            ["DRADeviceCompatibilityGroups"],
+        )
+    },
+    "drop-partitionable-devices": {
+        0: (["spec.sharedCounters"], ["DRAPartitionableDevices"]),
+        1: (["spec.devices[0].consumesCounters"], ["DRAPartitionableDevices"]),
+    },
+}
+
+
 @pytest.fixture(scope="module", params=sorted(DROP_CASES))
 def gated(request: pytest.FixtureRequest) -> Iterator[tuple[str, TestCluster]]:
     case: str = request.param
@@ -116,7 +137,14 @@ def test_dropped_field_reported_once_not_rewritten(gated: tuple[str, TestCluster
         wait_until(lambda: any(isinstance(e, rs.DroppedFieldsError) for e, _ in env.errors))
         assert ctrl.wait_idle(60.0)
         dropped = [e for e, _ in env.errors if isinstance(e, rs.DroppedFieldsError)]
-        assert dropped and all(e.pool == "p" for e in dropped), env.errors
+        assert all(e.pool == "p" for e in dropped), env.errors
+        # Each slice that lost fields is reported once, with the paths and the gate.
+        assert {e.slice_index: (e.paths, e.features) for e in dropped} == DROPPED[case]
+        assert len(dropped) == len(DROPPED[case])
+        names = {s["metadata"]["name"]: s for s in env.slices("p")}
+        for e in dropped:
+            assert names[e.slice_name]["metadata"]["name"].startswith(f"{e.slice_index:05x}-")
+            assert all(p in str(e) for p in [*e.paths, *e.features])
         writes = env.counter.writes()
         # Every slice written once, none again: the informer's events synced the pool again
         # after sync_delay, and the controller saw that a rewrite would lose the same fields.

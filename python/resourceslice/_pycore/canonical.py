@@ -6,7 +6,7 @@ import datetime
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from resourceslice._pycore.quantity import parse_quantity
 
@@ -163,6 +163,18 @@ def stored_header(header: dict[str, Any]) -> str:
     return to_json(header)
 
 
+def controller_references(owner_references: Any) -> Any:
+    """The entries of ``ownerReferences`` with ``controller: true``.
+
+    The API allows one controller reference per object: that one is the controller's (its
+    owner's). Other owner references, labels, annotations and finalizers belong to other
+    clients: an update keeps them as stored, and a change of them alone is no change.
+    """
+    if not isinstance(owner_references, list):
+        return owner_references
+    return [r for r in owner_references if isinstance(r, dict) and r.get("controller") is True]
+
+
 def header(
     driver: str,
     pool: str,
@@ -171,21 +183,18 @@ def header(
     node_selection: tuple[str, Any] | None,
     shared_counters: Any,
     owner_references: Any,
-    labels: Any,
-    annotations: Any,
     partition_type_attribute: Any = None,
     skip_node_operations: Any = None,
 ) -> dict[str, Any]:
-    """The part of a slice that is not its device list nor its identity, pruned."""
+    """The part of a slice that is not its device list nor its identity, pruned: what the
+    controller owns of it, the spec and the controller reference (``controller_references``)."""
     h: dict[str, Any] = {
         "driver": driver,
         "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
         "sharedCounters": shared_counters,
         "partitionTypeAttribute": partition_type_attribute,
         "skipNodeOperations": skip_node_operations,
-        "ownerReferences": owner_references,
-        "labels": labels,
-        "annotations": annotations,
+        "ownerReferences": controller_references(owner_references),
     }
     if node_selection is not None:
         h[node_selection[0]] = node_selection[1]
@@ -218,3 +227,116 @@ def header_eq(a: str, b: str) -> bool:
     header_quantities(ha, value_key)
     header_quantities(hb, value_key)
     return bool(ha == hb)
+
+
+#: The feature gate a field needs, by field name: the last of these names in a dropped
+#: path decides (``consumesCounters[0].compatibilityGroups`` is DRADeviceCompatibilityGroups).
+#: Go's ``DroppedFieldsError.DisabledFeatures()`` makes the same guesses, from counts.
+_FIELD_FEATURES = {
+    "taints": "DRADeviceTaints",
+    "sharedCounters": "DRAPartitionableDevices",
+    "consumesCounters": "DRAPartitionableDevices",
+    "perDeviceNodeSelection": "DRAPartitionableDevices",
+    "bindingConditions": "DRADeviceBindingConditions",
+    "bindingFailureConditions": "DRADeviceBindingConditions",
+    "bindsToNode": "DRADeviceBindingConditions",
+    "allowMultipleAllocations": "DRAConsumableCapacity",
+    "requestPolicy": "DRAConsumableCapacity",
+    "partitionTypeAttribute": "DRAPartitionableDevicesType",
+    "skipNodeOperations": "DRAOptionalNodeOperations",
+    "compatibilityGroups": "DRADeviceCompatibilityGroups",
+    "nodeAllocatableResources": "DRANodeAllocatableResources",
+}
+#: Members whose keys are names (written ``["key"]`` in a path), not field names.
+_MAP_FIELDS = frozenset({"attributes", "capacity", "counters", "nodeAllocatableResources"})
+
+Segment = Union[str, int]
+
+
+def _feature(path: list[Segment]) -> str | None:
+    names = [s for s in path if isinstance(s, str)]
+    for name in reversed(names):
+        if name in _FIELD_FEATURES:
+            return _FIELD_FEATURES[name]
+    # A device's own node selection (spec.devices[i].nodeName...).
+    if len(names) >= 3 and names[1] == "devices" and names[2] in NODE_SELECTION_KEYS:
+        return "DRAPartitionableDevices"
+    return None
+
+
+def _path_text(path: list[Segment]) -> str:
+    out = ""
+    for i, segment in enumerate(path):
+        if isinstance(segment, int):
+            out += f"[{segment}]"
+        elif i > 0 and path[i - 1] in _MAP_FIELDS:
+            out += f"[{quote(segment)}]"
+        else:
+            out += f".{segment}" if out else segment
+    return out
+
+
+def _not_contained(sent: Any, stored: Any, path: list[Segment], out: list[list[Segment]]) -> None:
+    """Appends the paths of what ``sent`` has and ``stored`` has not, or has otherwise."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            out.append(path)
+            return
+        for key in sorted(sent):
+            if key in stored:
+                _not_contained(sent[key], stored[key], [*path, key], out)
+            else:
+                out.append([*path, key])
+    elif isinstance(sent, list):
+        if not isinstance(stored, list):
+            out.append(path)
+            return
+        for i, item in enumerate(sent):
+            if i < len(stored):
+                _not_contained(item, stored[i], [*path, i], out)
+            else:
+                out.append([*path, i])
+    elif type(sent) is not type(stored) or sent != stored:
+        out.append(path)
+
+
+def _by_value(header_json: str, device_jsons: list[str], compared: list[bool]) -> dict[str, Any]:
+    """A slice as ``{"metadata": {"ownerReferences"}, "spec": {...}}``, quantities as value
+    keys; a device not ``compared`` is 0 (on both sides: equal, or not stored at all)."""
+    spec = json.loads(header_json)
+    header_quantities(spec, value_key)
+    devices: list[Any] = []
+    for device_json, compare in zip(device_jsons, compared):
+        if compare:
+            device = json.loads(device_json)
+            device_quantities(device, value_key)
+            devices.append(device)
+        else:
+            devices.append(0)
+    if devices:
+        spec["devices"] = devices
+    owners = spec.pop("ownerReferences", None)
+    return {"metadata": {"ownerReferences": owners}, "spec": spec} if owners else {"spec": spec}
+
+
+def dropped_fields(
+    sent_header: str, sent_devices: list[str], stored_header: str, stored_devices: list[str]
+) -> tuple[list[str], list[str]]:
+    """``(paths, features)``: what was sent and is not in what was stored, and the feature
+    gates that are probably off for it (sorted). What the server or a webhook added (a label,
+    a taint's time, a default) is no drop; quantities compare by value."""
+    if sent_header == stored_header and sent_devices == stored_devices:
+        return [], []
+    # Only devices stored at the same position with other JSON are parsed and compared.
+    compared = [
+        i < len(stored_devices) and d != stored_devices[i] for i, d in enumerate(sent_devices)
+    ]
+    missing: list[list[Segment]] = []
+    _not_contained(
+        _by_value(sent_header, sent_devices, compared),
+        _by_value(stored_header, stored_devices, compared + [False] * len(stored_devices)),
+        [],
+        missing,
+    )
+    features = {f for f in map(_feature, missing) if f is not None}
+    return [_path_text(p) for p in missing], sorted(features)

@@ -20,14 +20,17 @@ class SliceRecord:
 
     __slots__ = (
         "annotations",
+        "deleting",
         "device_jsons",
         "device_names",
         "driver",
+        "finalizers",
         "generation",
         "header",
         "labels",
         "name",
         "node_name",
+        "owner_references",
         "pool",
         "resource_slice_count",
         "resource_version",
@@ -49,6 +52,9 @@ class SliceRecord:
         header: str,
         labels: Any,
         annotations: Any,
+        owner_references: Any,
+        finalizers: Any,
+        deleting: bool,
     ) -> None:
         self.name = name
         self.uid = uid
@@ -63,8 +69,15 @@ class SliceRecord:
         self.device_jsons = device_jsons
         #: Canonical JSON of the header (docs/core.md §1).
         self.header = header
+        #: Metadata of other clients, stored as it is: an update keeps it (upstream replaces
+        #: only the spec).
         self.labels = labels
         self.annotations = annotations
+        self.owner_references = owner_references
+        self.finalizers = finalizers
+        #: ``metadata.deletionTimestamp`` is set: the slice is going away (a finalizer
+        #: holds it), and is not written again.
+        self.deleting = deleting
 
     def same_content(self, other: SliceRecord) -> bool:
         """Semantic equality of header and devices, ``self`` taken as the desired side."""
@@ -72,6 +85,13 @@ class SliceRecord:
             canonical.header_eq(self.header, other.header)
             and len(self.device_jsons) == len(other.device_jsons)
             and all(map(canonical.device_eq, self.device_jsons, other.device_jsons))
+        )
+
+    def dropped_fields(self, stored: SliceRecord) -> tuple[list[str], list[str]]:
+        """``(paths, features)``: what ``self`` (as sent) has and ``stored`` has not, and the
+        feature gates probably off for it; ``([], [])`` when all of it was stored."""
+        return canonical.dropped_fields(
+            self.header, self.device_jsons, stored.header, stored.device_jsons
         )
 
     def __repr__(self) -> str:
@@ -132,7 +152,6 @@ def record(obj: Any) -> SliceRecord:
         if stored is not None:
             device_names.append(stored[0])
             device_jsons.append(stored[1])
-    labels, annotations = meta.get("labels"), meta.get("annotations")
     header = canonical.header(
         driver,
         pool_name,
@@ -141,8 +160,6 @@ def record(obj: Any) -> SliceRecord:
         node_selection,
         spec.get("sharedCounters"),
         meta.get("ownerReferences"),
-        labels,
-        annotations,
         spec.get("partitionTypeAttribute"),
         spec.get("skipNodeOperations"),
     )
@@ -158,8 +175,11 @@ def record(obj: Any) -> SliceRecord:
         device_names=device_names,
         device_jsons=device_jsons,
         header=canonical.stored_header(header),
-        labels=canonical.prune(labels),
-        annotations=canonical.prune(annotations),
+        labels=canonical.prune(meta.get("labels")),
+        annotations=canonical.prune(meta.get("annotations")),
+        owner_references=meta.get("ownerReferences"),
+        finalizers=meta.get("finalizers"),
+        deleting=meta.get("deletionTimestamp") is not None,
     )
 
 

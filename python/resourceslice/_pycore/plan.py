@@ -41,6 +41,7 @@ class Plan:
         "next_write",
         "slice_count",
         "updates",
+        "waiting",
         "writes",
     )
 
@@ -54,6 +55,7 @@ class Plan:
         next_write: int = 0,
         updates: list[tuple[str, bytes]] | None = None,
         creates: list[bytes] | None = None,
+        waiting: list[str] | None = None,
     ) -> None:
         self.generation = generation
         self.slice_count = slice_count
@@ -63,6 +65,7 @@ class Plan:
         self.next_write = next_write
         self.updates = updates or []
         self.creates = creates or []
+        self.waiting = waiting or []
 
 
 def slice_name(index: int, driver: str, owner: OwnerRef | None, pool: str) -> str:
@@ -162,6 +165,25 @@ class _StoredTimes:
         return canonical.to_json(value)
 
 
+def _owner_references(ours: dict[str, Any] | None, rec: SliceRecord | None) -> list[Any] | None:
+    """The ownerReferences of a written slice: the stored ones as they are, ours in place of
+    the stored entry with our uid (or first when there is none), so that an update keeps what
+    other clients own, as upstream's update of a copy of the stored object does."""
+    uid = ours.get("uid") if ours is not None else None
+    stored = rec.owner_references if rec is not None else None
+
+    def uid_of(r: Any) -> Any:
+        return r.get("uid") if isinstance(r, dict) else None
+
+    refs = [
+        ours if ours is not None and uid_of(r) == uid else r
+        for r in (stored if isinstance(stored, list) else ())
+    ]
+    if ours is not None and not any(uid_of(r) == uid for r in refs):
+        refs.insert(0, ours)
+    return refs or None
+
+
 def _keeps_generation(missing: int, updates_needed: int, kept: int, drops_current: bool) -> bool:
     """Whether the pool's writes can go out under its current generation (docs/core.md §5).
 
@@ -197,14 +219,17 @@ def plan_pool(
     max_body_bytes: int | None = None,
 ) -> Plan:
     """Plans ``pool``; see docs/core.md §5."""
+    # A slice being deleted is going away: never deleted again nor updated, and its name
+    # is taken until it is gone. Its generation still counts: consumers see it until then.
+    live = [r for r in existing if not r.deleting]
     wanted = desired.pools.get(pool) if desired is not None else None
     if desired is None or wanted is None:
-        return Plan(deletes=sorted(_delete(r) for r in existing))
+        return Plan(deletes=sorted(_delete(r) for r in live))
     driver = desired.driver
     max_gen = max((r.generation for r in existing), default=0)
     dropped: list[SliceRecord] = []
     current: dict[int, SliceRecord] = {}
-    for rec in existing:
+    for rec in live:
         index = index_of(rec.name, driver, owner, pool)
         if index is None:
             dropped.append(rec)
@@ -215,12 +240,16 @@ def plan_pool(
     dropped.extend(r for i, r in current.items() if i >= count)
     deletes = sorted(_delete(r) for r in dropped)
 
-    owner_refs = None
+    owner_ref = None
     if owner is not None and owner[3]:
         api_version, kind, name, uid = owner
-        owner_refs = [
-            {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True}
-        ]
+        owner_ref = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": name,
+            "uid": uid,
+            "controller": True,
+        }
 
     def node_selection(s: _SliceRef) -> tuple[str, Any]:
         if wanted.node_selector is not None:
@@ -241,9 +270,7 @@ def plan_pool(
             count,
             node_selection(s),
             s.shared_counters,
-            owner_refs,
-            rec.labels if rec is not None else None,
-            rec.annotations if rec is not None else None,
+            _owner_references(owner_ref, rec),
             s.partition_type_attribute,
             s.skip_node_operations,
         )
@@ -274,7 +301,16 @@ def plan_pool(
     else:
         generation, write_all = max_gen + 1, True
 
-    to_write = [i for i in range(count) if write_all or is_changed[i]]
+    going = {r.name for r in existing if r.deleting}
+    to_write = []
+    waiting = []
+    for i in (i for i in range(count) if write_all or is_changed[i]):
+        name = slice_name(i, driver, owner, pool)
+        # A create whose name a slice being deleted holds waits until it is gone.
+        if i not in current and name in going:
+            waiting.append(name)
+        else:
+            to_write.append(i)
     # Updates before creates (docs/core.md §5), each in index order.
     to_write.sort(key=lambda i: i not in current)
     names = [slice_name(i, driver, owner, pool) for i in to_write]
@@ -289,11 +325,20 @@ def plan_pool(
         s = slices[i]
         stored = current.get(i)
         spec = header(s, generation, stored)
-        metadata = {
-            k: spec.pop(k) for k in ("ownerReferences", "labels", "annotations") if k in spec
-        }
-        metadata["name"] = name
+        spec.pop("ownerReferences", None)  # the controller's alone: all go in metadata
+        metadata: dict[str, Any] = {"name": name}
+        owner_refs = _owner_references(owner_ref, stored)
+        if owner_refs is not None:
+            metadata["ownerReferences"] = owner_refs
         if stored is not None:
+            # Others' metadata as stored: a PUT replaces the whole object.
+            for key, value in (
+                ("labels", stored.labels),
+                ("annotations", stored.annotations),
+                ("finalizers", stored.finalizers),
+            ):
+                if value is not None:
+                    metadata[key] = value
             metadata["resourceVersion"] = stored.resource_version
         spec_members = [(k, canonical.to_json(v)) for k, v in spec.items()]
         if s.devices:
@@ -313,5 +358,13 @@ def plan_pool(
         rendered += len(body)
         next_write += 1
     return Plan(
-        generation, count, wanted.device_count(), deletes, names, next_write, updates, creates
+        generation,
+        count,
+        wanted.device_count(),
+        deletes,
+        names,
+        next_write,
+        updates,
+        creates,
+        waiting,
     )

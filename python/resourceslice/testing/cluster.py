@@ -87,10 +87,9 @@ def _module_files(release: str) -> tuple[str, str]:
     return (f"go-{release}.mod", f"go-{release}.sum")
 
 
-def _source_key(src: Path, go: str, release: str) -> str:
+def _source_key(src: Path, go: str, gomod: str, gosum: str) -> str:
     """Content hash of what the binary is built from: sources, pins and the Go version."""
     digest = hashlib.sha256()
-    gomod, gosum = _module_files(release)
     # Hashed under their default names, so the default release keeps its key.
     for name, label in ((gomod, "go.mod"), (gosum, "go.sum"), ("main.go", "main.go")):
         path = src / name
@@ -101,22 +100,25 @@ def _source_key(src: Path, go: str, release: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path:
-    """Return the path of the testcluster binary of ``release``, building it once per machine.
+def build_go_binary(
+    src: Path,
+    *,
+    binary: str,
+    cache_name: str,
+    what: str,
+    gomod: str = "go.mod",
+    gosum: str = "go.sum",
+    quiet: bool = False,
+) -> Path:
+    """Build the Go module ``src`` (its ``main.go``, pinned by ``gomod``/``gosum``) once per
+    machine, as ``~/.cache/resourceslice/<cache_name>-<key>/<binary>``.
 
-    ``RESOURCESLICE_TESTCLUSTER_BIN`` (a prebuilt binary) stands for the default release only.
+    ``key`` hashes the sources, pins and Go version, so a change rebuilds. One build at a time
+    per machine: a second process waits on the lock, then finds the binary. ``what`` names
+    the binary in messages.
     """
-    prebuilt = os.environ.get("RESOURCESLICE_TESTCLUSTER_BIN")
-    if prebuilt and release == DEFAULT_RELEASE:
-        if not os.access(prebuilt, os.X_OK):
-            raise ClusterError(f"RESOURCESLICE_TESTCLUSTER_BIN={prebuilt} is not executable")
-        return Path(prebuilt)
-    src = module_dir()
     go = _go()
-    gomod, _ = _module_files(release)
-    key = _source_key(src, go, release)
-    name = f"testcluster-{key}" if release == DEFAULT_RELEASE else f"testcluster-{release}-{key}"
-    target = cache_dir() / name / "testcluster"
+    target = cache_dir() / f"{cache_name}-{_source_key(src, go, gomod, gosum)}" / binary
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -131,8 +133,8 @@ def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path
             return target
         if not quiet:
             print(
-                f"resourceslice.testing: building kube-apiserver {release} + etcd from {src} "
-                "(first time on this machine: several minutes)",
+                f"resourceslice.testing: building {what} from {src} "
+                "(first time on this machine: minutes)",
                 flush=True,
             )
         env = dict(os.environ, GOFLAGS="-mod=mod")
@@ -148,7 +150,7 @@ def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path
         )
         if result.returncode != 0:
             raise ClusterError(
-                f"building the test apiserver {release} failed (go build -modfile={gomod} in "
+                f"building {what} failed (go build -modfile={gomod} in "
                 f"{src}, exit {result.returncode}):\n{result.stderr[-6000:]}"
             )
         tmp.rename(target)
@@ -158,6 +160,28 @@ def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path
                 flush=True,
             )
     return target
+
+
+def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path:
+    """Return the path of the testcluster binary of ``release``, building it once per machine.
+
+    ``RESOURCESLICE_TESTCLUSTER_BIN`` (a prebuilt binary) stands for the default release only.
+    """
+    prebuilt = os.environ.get("RESOURCESLICE_TESTCLUSTER_BIN")
+    if prebuilt and release == DEFAULT_RELEASE:
+        if not os.access(prebuilt, os.X_OK):
+            raise ClusterError(f"RESOURCESLICE_TESTCLUSTER_BIN={prebuilt} is not executable")
+        return Path(prebuilt)
+    gomod, gosum = _module_files(release)
+    return build_go_binary(
+        module_dir(),
+        binary="testcluster",
+        cache_name="testcluster" if release == DEFAULT_RELEASE else f"testcluster-{release}",
+        what=f"kube-apiserver {release} + etcd",
+        gomod=gomod,
+        gosum=gosum,
+        quiet=quiet,
+    )
 
 
 @dataclass

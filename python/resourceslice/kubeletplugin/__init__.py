@@ -1,0 +1,71 @@
+"""The kubelet half of a DRA driver: registration with kubelet and the DRA gRPC service.
+
+Needs the ``kubelet`` extra (``pip install resourceslice[kubelet]``: grpcio, protobuf)::
+
+    from resourceslice import kubeletplugin
+
+    class MyPlugin:
+        def prepare_resource_claims(self, claims):      # or async def
+            return {c["metadata"]["uid"]: kubeletplugin.PrepareResult(devices=[...])
+                    for c in claims}
+
+        def unprepare_resource_claims(self, claims):
+            return {c.uid: None for c in claims}
+
+    helper = kubeletplugin.start(MyPlugin(), driver="gpu.example.com", api_client=client,
+                                 node_name=os.environ["NODE_NAME"])
+    helper.publish_resources(resourceslice.DriverResources(pools={...}))
+
+See the README's kubelet plugin section and ``examples/``.
+"""
+
+from __future__ import annotations
+
+from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR, CDISpecWriter
+from resourceslice.kubeletplugin.helper import (
+    DRA_V1,
+    DRA_V1BETA1,
+    HEALTH_V1,
+    HEALTH_V1ALPHA1,
+    KUBELET_PLUGINS_DIR,
+    KUBELET_REGISTRY_DIR,
+    Helper,
+    rolling_update_registrar_socket,
+    start,
+)
+from resourceslice.kubeletplugin.types import (
+    ClaimRef,
+    Device,
+    DeviceHealth,
+    HealthReporter,
+    HealthStatus,
+    Plugin,
+    PrepareResult,
+    PrepareResults,
+    ResourceClaim,
+    UnprepareResults,
+)
+
+__all__ = [
+    "DEFAULT_CDI_DIR",
+    "DRA_V1",
+    "DRA_V1BETA1",
+    "HEALTH_V1",
+    "HEALTH_V1ALPHA1",
+    "KUBELET_PLUGINS_DIR",
+    "KUBELET_REGISTRY_DIR",
+    "CDISpecWriter",
+    "ClaimRef",
+    "Device",
+    "DeviceHealth",
+    "HealthReporter",
+    "HealthStatus",
+    "Helper",
+    "Plugin",
+    "PrepareResult",
+    "PrepareResults",
+    "ResourceClaim",
+    "UnprepareResults",
+    "rolling_update_registrar_socket",
+    "start",
+]

@@ -1,0 +1,99 @@
+"""CDI spec files for the devices a kubelet plugin prepares.
+
+kubelet hands the CDI device IDs of a prepared claim to the container runtime, which looks
+them up in the spec files of its CDI directories (``/var/run/cdi`` by default) and applies
+their container edits (environment, device nodes, mounts, hooks). One spec file per claim
+keeps unprepare simple: the file goes, and with it every device of the claim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+#: Where container runtimes look for CDI specs unless configured otherwise.
+DEFAULT_CDI_DIR = "/var/run/cdi"
+#: The spec version written: env, deviceNodes, mounts and hooks are all in 0.6.0, which
+#: containerd 1.7 and CRI-O 1.28 read.
+DEFAULT_CDI_VERSION = "0.6.0"
+
+# A CDI device name: alphanumerics, "-", "_", ".", ":", alphanumeric at both ends.
+_DEVICE_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?")
+# Claim UIDs go into file names: nothing that can leave the directory.
+_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
+# The class part of a CDI kind (``vendor/class``).
+_CLASS = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
+
+
+class CDISpecWriter:
+    """Writes and removes one CDI spec file per prepared claim.
+
+    The devices of a claim are named ``<claim uid>-<device>`` in the kind
+    ``<driver>/<device_class>``, so two claims never share a CDI device, and their IDs
+    (``<driver>/<device_class>=<claim uid>-<device>``) go into the prepare result's
+    ``cdi_device_ids``.
+    """
+
+    def __init__(
+        self,
+        driver: str,
+        *,
+        cdi_dir: str | os.PathLike[str] = DEFAULT_CDI_DIR,
+        device_class: str = "device",
+        cdi_version: str = DEFAULT_CDI_VERSION,
+    ) -> None:
+        if not _CLASS.fullmatch(device_class):
+            raise ValueError(f"device_class {device_class!r} is not a CDI class name")
+        self.driver = driver
+        self.cdi_dir = Path(cdi_dir)
+        self.kind = f"{driver}/{device_class}"
+        self.cdi_version = cdi_version
+
+    def spec_path(self, claim_uid: str) -> Path:
+        if not _UID.fullmatch(claim_uid):
+            raise ValueError(f"claim UID {claim_uid!r} cannot be part of a file name")
+        return self.cdi_dir / f"{self.driver}-{claim_uid}.json"
+
+    def device_id(self, claim_uid: str, device: str) -> str:
+        """The CDI device ID of ``device`` of the claim (what the runtime is given)."""
+        return f"{self.kind}={claim_uid}-{device}"
+
+    def write_claim(
+        self, claim_uid: str, devices: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, str]:
+        """Write the claim's spec: ``devices`` maps a device name to its CDI
+        ``containerEdits`` (``{"env": ["A=1"], "deviceNodes": [{"path": "/dev/x"}], ...}``).
+
+        Returns the CDI device ID of each device. The file is replaced atomically: a
+        runtime never reads half of it, and preparing the same claim again rewrites it.
+        """
+        path = self.spec_path(claim_uid)
+        spec_devices = []
+        for name, edits in devices.items():
+            cdi_name = f"{claim_uid}-{name}"
+            if not _DEVICE_NAME.fullmatch(cdi_name):
+                raise ValueError(f"device name {name!r} cannot be part of a CDI device name")
+            spec_devices.append({"name": cdi_name, "containerEdits": dict(edits)})
+        spec = {"cdiVersion": self.cdi_version, "kind": self.kind, "devices": spec_devices}
+        self.cdi_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.cdi_dir, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as out:
+                json.dump(spec, out, indent=2)
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return {name: self.device_id(claim_uid, name) for name in devices}
+
+    def remove_claim(self, claim_uid: str) -> None:
+        """Remove the claim's spec; nothing to do if there is none (unprepare is repeated)."""
+        self.spec_path(claim_uid).unlink(missing_ok=True)

@@ -1,0 +1,736 @@
+"""The kubelet plugin of a DRA driver: registration, the DRA gRPC service, and publishing.
+
+kubelet finds plugins by watching its plugin-registration directory: a plugin creates a Unix
+socket there and serves ``pluginregistration.Registration`` on it. kubelet calls ``GetInfo``
+(type ``DRAPlugin``, the driver name, the DRA service's socket, and the gRPC services offered:
+``v1.DRAPlugin``, ``v1beta1.DRAPlugin``, optionally ``v1.DRAResourceHealth`` /
+``v1alpha1.DRAResourceHealth``), picks the newest service it knows, and reports back through
+``NotifyRegistrationStatus``. Removing the socket unregisters the plugin. The DRA service
+lives on a socket of its own, in the driver's plugin data directory.
+
+Go drivers get this from ``k8s.io/dynamic-resource-allocation/kubeletplugin``; this module
+follows its behaviour and defaults (read there for facts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import fcntl
+import hashlib
+import inspect
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from concurrent import futures
+from pathlib import Path
+from typing import Any, TypeVar, cast
+from urllib.parse import quote
+
+import grpc
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from resourceslice._apiversion import GROUP, ResourceSliceAPI
+from resourceslice._http import get_json
+from resourceslice.api import DriverResources, Owner
+from resourceslice.controller import Controller, ErrorHandler, start_controller
+from resourceslice.kubeletplugin._pb import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    health_v1_pb2,
+    health_v1_pb2_grpc,
+    health_v1alpha1_pb2,
+    health_v1alpha1_pb2_grpc,
+    pluginregistration_v1_pb2,
+    pluginregistration_v1_pb2_grpc,
+)
+from resourceslice.kubeletplugin.types import (
+    ClaimRef,
+    DeviceHealth,
+    HealthReporter,
+    Plugin,
+    PrepareResult,
+    ResourceClaim,
+)
+
+log = logging.getLogger("resourceslice.kubeletplugin")
+
+#: Where kubelet expects plugins to keep their sockets and data (one directory per driver).
+KUBELET_PLUGINS_DIR = "/var/lib/kubelet/plugins"
+#: The directory kubelet's plugin manager watches for registration sockets.
+KUBELET_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
+
+#: The gRPC services, by the names kubelet knows them in ``supported_versions``.
+DRA_V1 = "v1.DRAPlugin"
+DRA_V1BETA1 = "v1beta1.DRAPlugin"
+HEALTH_V1 = "v1.DRAResourceHealth"
+HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
+
+# A Unix socket path is at most this long, its terminating NUL included (sun_path).
+_UNIX_PATH_MAX = 108
+
+_T = TypeVar("_T")
+
+
+def rolling_update_registrar_socket(registry_dir: str, driver: str, uid: str) -> str:
+    """The registration socket's file name for the instance ``uid`` (its pod's UID).
+
+    Two instances of a driver, old and new pod of a DaemonSet's rolling update, must not
+    share a registration socket; kubelet keeps both registered and calls the newest that is
+    connected. The readable name is used when the path fits a Unix socket, else shorter ones
+    made of hashes, as Go's helper names them, so both helpers agree on a node.
+    """
+    uid_hash = hashlib.sha256(uid.encode()).digest()
+    driver_uid_hash = hashlib.sha256(f"{driver}\0{uid}".encode()).digest()
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    candidates = [
+        f"{driver}-{uid}-reg.sock",
+        f"{driver}-{b64(uid_hash[:8])}-reg.sock",
+        f"dra-{b64(driver_uid_hash[:16])}-reg.sock",
+    ]
+    for name in candidates:
+        if len(os.path.join(registry_dir, name)) <= _UNIX_PATH_MAX:
+            return name
+    return candidates[-1]
+
+
+class _Serializer:
+    """One prepare or unprepare at a time.
+
+    Within one process a lock does. During a rolling update two instances of the driver run
+    at once, in different processes, and must not prepare concurrently either: they share a
+    lock file in the plugin data directory, locked with flock (released by the kernel when a
+    process dies, so a crashed instance cannot block the next).
+    """
+
+    def __init__(self, enabled: bool, lock_file: Path | None) -> None:
+        self._enabled = enabled
+        self._lock_file = lock_file
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        if not self._enabled:
+            yield
+            return
+        # The thread lock covers this instance's threads; the flock, on the file opened anew
+        # for each call, the other instances (flock excludes open files, so even two
+        # instances in one process).
+        with self._lock:
+            if self._lock_file is None:
+                yield
+                return
+            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
+
+class _Loop:
+    """Where coroutine callbacks run: the driver's event loop, or a thread with one of ours."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self._loop = loop
+        self._own: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _get(self) -> asyncio.AbstractEventLoop:
+        if self._loop is not None:
+            return self._loop
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the kubelet plugin is stopped")
+            if self._own is None:
+                own = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=own.run_forever, name="kubeletplugin-loop", daemon=True
+                )
+                self._thread.start()
+                self._own = own
+            return self._own
+
+    def resolve(self, value: _T | Awaitable[_T]) -> _T:
+        """``value`` itself, or what it resolves to when it is awaitable."""
+        if not inspect.isawaitable(value):
+            return value
+
+        async def wait() -> _T:
+            return await value
+
+        return asyncio.run_coroutine_threadsafe(wait(), self._get()).result()
+
+    def iterate(self, items: Iterator[_T] | AsyncIterator[_T]) -> Iterator[_T]:
+        """A plain iterator over a plain or an asynchronous one."""
+        if not hasattr(items, "__anext__"):
+            yield from items
+            return
+        agen = cast(AsyncIterator[_T], items)
+
+        async def next_item() -> _T:
+            return await agen.__anext__()
+
+        try:
+            while True:
+                try:
+                    yield asyncio.run_coroutine_threadsafe(next_item(), self._get()).result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            close = getattr(agen, "aclose", None)
+            if close is not None:
+                asyncio.run_coroutine_threadsafe(close(), self._get()).result()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            own, thread = self._own, self._thread
+            self._own = self._thread = None
+        if own is not None and thread is not None:
+            own.call_soon_threadsafe(own.stop)
+            thread.join()
+            own.close()
+
+
+def _error_text(error: str | BaseException) -> str:
+    if isinstance(error, BaseException):
+        return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return error
+
+
+def _base_request(name: str) -> str:
+    """A subrequest reference (``request/subrequest``) as its request: kubelet matches devices
+    to a container's requests by the request's name."""
+    return name.split("/", 1)[0]
+
+
+class Helper:
+    """A running kubelet plugin: built by :func:`start`; ``stop()`` or ``with`` ends it.
+
+    ``registrar_socket_path`` and ``plugin_socket_path`` are where it serves, ``services``
+    what it offers kubelet, ``registration_status`` what kubelet answered last.
+    """
+
+    def __init__(
+        self,
+        plugin: Plugin,
+        *,
+        driver: str,
+        api_client: ApiClient | None,
+        node_name: str,
+        node_uid: str,
+        registrar_dir: str,
+        registrar_socket: str,
+        plugin_data_dir: str,
+        plugin_socket: str,
+        lock_file: Path | None,
+        serialize: bool,
+        services: Sequence[str],
+        loop: asyncio.AbstractEventLoop | None,
+        error_handler: ErrorHandler | None,
+        reconcile_pool_with_name: str | None,
+        max_workers: int,
+    ) -> None:
+        self.driver = driver
+        self.node_name = node_name
+        self.node_uid = node_uid
+        self.registrar_socket_path = os.path.join(registrar_dir, registrar_socket)
+        self.plugin_socket_path = os.path.join(plugin_data_dir, plugin_socket)
+        self.services = tuple(services)
+        #: What kubelet last said in ``NotifyRegistrationStatus`` (None: not yet).
+        self.registration_status: pluginregistration_v1_pb2.RegistrationStatus | None = None
+        self._registered = threading.Event()
+        self._plugin = plugin
+        self._api_client = api_client
+        # Claims are read in the newest resource.k8s.io version served, which the slices'
+        # discovery finds (one group, one answer).
+        self._claim_api = ResourceSliceAPI(api_client) if api_client is not None else None
+        self._serializer = _Serializer(serialize, lock_file)
+        self._loop = _Loop(loop)
+        self._error_handler = error_handler or _log_error
+        self._reconcile_pool_with_name = reconcile_pool_with_name
+        self._max_workers = max_workers
+        self._controller: Controller | None = None
+        self._controller_lock = threading.Lock()
+        self._servers: list[tuple[grpc.Server, str]] = []
+        self._stopped = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _serve(self, path: str, register: Callable[[grpc.Server], None]) -> None:
+        if len(path) >= _UNIX_PATH_MAX:
+            raise ValueError(f"socket path {path} is longer than a Unix socket allows")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # A socket left behind by a crashed instance would make the bind fail.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers))
+        register(server)
+        if server.add_insecure_port(f"unix://{path}") == 0:
+            raise OSError(f"cannot listen on {path}")
+        server.start()
+        self._servers.append((server, path))
+
+    def _start(self) -> None:
+        dra = _DRAService(self)
+
+        def register_dra(server: grpc.Server) -> None:
+            if DRA_V1 in self.services:
+                _add(dra_v1_pb2_grpc.add_DRAPluginServicer_to_server, dra.v1(), server)
+            if DRA_V1BETA1 in self.services:
+                _add(dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server, dra.v1beta1(), server)
+            if HEALTH_V1 in self.services:
+                _add(
+                    health_v1_pb2_grpc.add_DRAResourceHealthServicer_to_server,
+                    dra.health(health_v1_pb2),
+                    server,
+                )
+            if HEALTH_V1ALPHA1 in self.services:
+                _add(
+                    health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server,
+                    dra.health(health_v1alpha1_pb2),
+                    server,
+                )
+
+        def register_registrar(server: grpc.Server) -> None:
+            _add(
+                pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server,
+                _Registrar(self),
+                server,
+            )
+
+        # The DRA service first: kubelet connects to it as soon as registration succeeds.
+        self._serve(self.plugin_socket_path, register_dra)
+        self._serve(self.registrar_socket_path, register_registrar)
+        log.info(
+            "kubelet plugin of %s: registration at %s, %s at %s",
+            self.driver,
+            self.registrar_socket_path,
+            ", ".join(self.services),
+            self.plugin_socket_path,
+        )
+
+    def stop(self) -> None:
+        """Unregister (the registration socket goes first), stop serving, stop publishing.
+
+        The ResourceSlices stay: kubelet removes a node's slices of a driver that stays
+        away, and a restarted plugin finds them in place.
+        """
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        for server, path in reversed(self._servers):
+            server.stop(grace=None).wait()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        self._servers.clear()
+        with self._controller_lock:
+            if self._controller is not None:
+                self._controller.stop()
+        self._loop.close()
+
+    def __enter__(self) -> Helper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_registered(self, timeout: float | None = None) -> bool:
+        """Block until kubelet reported a successful registration (True), or time out."""
+        return self._registered.wait(timeout)
+
+    # -- publishing --------------------------------------------------------------------------
+
+    def publish_resources(self, resources: DriverResources) -> None:
+        """Publish the node's devices: this library's controller with the Node as owner.
+
+        The first call starts the controller; later ones update it (non-blocking, validated:
+        ValidationError as :meth:`Controller.update`). ``controller`` gives the controller
+        itself (``wait_synced``, ``stats``).
+        """
+        if self._api_client is None:
+            raise ValueError("publish_resources needs the api_client given to start()")
+        if not self.node_name:
+            raise ValueError("publish_resources needs the node_name given to start()")
+        with self._controller_lock:
+            if self._stopped.is_set():
+                raise RuntimeError("the kubelet plugin is stopped")
+            if self._controller is None:
+                self._controller = start_controller(
+                    self._api_client,
+                    driver=self.driver,
+                    owner=Owner("v1", "Node", self.node_name, uid=self.node_uid),
+                    resources=resources,
+                    error_handler=self._error_handler,
+                    reconcile_pool_with_name=self._reconcile_pool_with_name,
+                )
+            else:
+                self._controller.update(resources)
+
+    @property
+    def controller(self) -> Controller | None:
+        """The ResourceSlice controller once :meth:`publish_resources` started it."""
+        return self._controller
+
+    # -- what the services call --------------------------------------------------------------
+
+    def _fetch_claim(self, ref: ClaimRef) -> ResourceClaim:
+        """The claim as the apiserver has it now; ValueError when it is not the one kubelet
+        means (gone, replaced by one of the same name, not allocated)."""
+        if self._api_client is None or self._claim_api is None:
+            raise ValueError("no api_client: claims cannot be read")
+        version = self._claim_api.current()
+        path = (
+            f"/apis/{GROUP}/{version.version}/namespaces/{quote(ref.namespace, safe='')}"
+            f"/resourceclaims/{quote(ref.name, safe='')}"
+        )
+        try:
+            claim: ResourceClaim = json.loads(get_json(self._api_client, path))
+        except ApiException as exc:
+            if exc.status == 404:
+                raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
+            raise
+        uid = claim.get("metadata", {}).get("uid")
+        if uid != ref.uid:
+            raise ValueError(
+                f"claim {ref.namespace}/{ref.name} got replaced: UID {uid}, not {ref.uid}"
+            )
+        if not (claim.get("status") or {}).get("allocation"):
+            raise ValueError(f"claim {ref.namespace}/{ref.name} is not allocated")
+        return claim
+
+    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        """Fetch and check the claims, then the driver's callback for those that passed."""
+        results: dict[str, PrepareResult] = {}
+        claims: list[ResourceClaim] = []
+        for ref in refs:
+            try:
+                claims.append(self._fetch_claim(ref))
+            except Exception as exc:
+                results[ref.uid] = PrepareResult(error=exc)
+        if claims:
+            uids = [claim["metadata"]["uid"] for claim in claims]
+            with self._serializer.hold():
+                try:
+                    got = self._loop.resolve(self._plugin.prepare_resource_claims(claims))
+                except Exception as exc:
+                    self._error_handler(exc, "prepare_resource_claims failed")
+                    got = {uid: PrepareResult(error=exc) for uid in uids}
+            for uid in uids:
+                results[uid] = got.get(uid) or PrepareResult(
+                    error="the driver returned no result for this claim"
+                )
+        return results
+
+    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+        """The driver's callback; per claim UID the error text, empty when unprepared."""
+        if not refs:
+            return {}
+        with self._serializer.hold():
+            try:
+                got = self._loop.resolve(self._plugin.unprepare_resource_claims(list(refs)))
+            except Exception as exc:
+                self._error_handler(exc, "unprepare_resource_claims failed")
+                got = {ref.uid: exc for ref in refs}
+        results = {}
+        for ref in refs:
+            if ref.uid not in got:
+                results[ref.uid] = "the driver returned no result for this claim"
+            else:
+                error = got[ref.uid]
+                results[ref.uid] = "" if error is None else _error_text(error)
+        return results
+
+    def offers_health(self) -> bool:
+        return callable(getattr(self._plugin, "watch_health", None))
+
+    def health_reports(self) -> Iterator[Sequence[DeviceHealth]]:
+        """The plugin's health reports, for one stream to kubelet."""
+        return self._loop.iterate(cast(HealthReporter, self._plugin).watch_health())
+
+    def report_error(self, exc: BaseException, message: str) -> None:
+        self._error_handler(exc, message)
+
+    def set_registration_status(self, status: pluginregistration_v1_pb2.RegistrationStatus) -> None:
+        self.registration_status = status
+        if status.plugin_registered:
+            log.info("kubelet registered the plugin of %s", self.driver)
+            self._registered.set()
+        else:
+            self._registered.clear()
+            self._error_handler(
+                RuntimeError(status.error), "kubelet refused the plugin's registration"
+            )
+
+
+def _add(add_servicer: Any, servicer: object, server: grpc.Server) -> None:
+    """Call a generated ``add_*Servicer_to_server`` (generated untyped)."""
+    add_servicer(servicer, server)
+
+
+def _log_error(exc: BaseException, message: str) -> None:
+    log.error("%s: %s", message, exc, exc_info=exc)
+
+
+class _Registrar(pluginregistration_v1_pb2_grpc.RegistrationServicer):
+    def __init__(self, helper: Helper) -> None:
+        self._helper = helper
+
+    def GetInfo(
+        self, request: pluginregistration_v1_pb2.InfoRequest, context: grpc.ServicerContext
+    ) -> pluginregistration_v1_pb2.PluginInfo:
+        return pluginregistration_v1_pb2.PluginInfo(
+            type="DRAPlugin",
+            name=self._helper.driver,
+            endpoint=self._helper.plugin_socket_path,
+            # For DRA, the gRPC services offered, newest first (kubelet takes the first it knows).
+            supported_versions=list(self._helper.services),
+        )
+
+    def NotifyRegistrationStatus(
+        self,
+        request: pluginregistration_v1_pb2.RegistrationStatus,
+        context: grpc.ServicerContext,
+    ) -> pluginregistration_v1_pb2.RegistrationStatusResponse:
+        self._helper.set_registration_status(request)
+        return pluginregistration_v1_pb2.RegistrationStatusResponse()
+
+
+def _refs(claims: Any) -> list[ClaimRef]:
+    return [ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid) for c in claims]
+
+
+class _DRAService:
+    """The DRA service in each protocol version, all over the same :class:`Helper` calls.
+
+    The versions' messages have the same fields, but for v1's ``share_id``.
+    """
+
+    def __init__(self, helper: Helper) -> None:
+        self._helper = helper
+
+    def _prepare_response(self, pb: Any, request: Any) -> Any:
+        response = pb.NodePrepareResourcesResponse()
+        for uid, result in self._helper.prepare(_refs(request.claims)).items():
+            entry = response.claims[uid]
+            if result.error is not None:
+                entry.error = _error_text(result.error) or "preparing the claim failed"
+                continue
+            for device in result.devices:
+                fields: dict[str, Any] = {
+                    "request_names": [_base_request(r) for r in device.requests],
+                    "pool_name": device.pool_name,
+                    "device_name": device.device_name,
+                    "cdi_device_ids": list(device.cdi_device_ids),
+                }
+                if device.share_id is not None and pb is dra_v1_pb2:
+                    fields["share_id"] = device.share_id
+                entry.devices.append(pb.Device(**fields))
+        return response
+
+    def _unprepare_response(self, pb: Any, request: Any) -> Any:
+        response = pb.NodeUnprepareResourcesResponse()
+        for uid, error in self._helper.unprepare(_refs(request.claims)).items():
+            response.claims[uid].error = error
+        return response
+
+    def v1(self) -> dra_v1_pb2_grpc.DRAPluginServicer:
+        service = self
+
+        class V1(dra_v1_pb2_grpc.DRAPluginServicer):
+            def NodePrepareResources(self, request: Any, context: Any) -> Any:
+                return service._prepare_response(dra_v1_pb2, request)
+
+            def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+                return service._unprepare_response(dra_v1_pb2, request)
+
+        return V1()
+
+    def v1beta1(self) -> dra_v1beta1_pb2_grpc.DRAPluginServicer:
+        service = self
+
+        class V1Beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):
+            def NodePrepareResources(self, request: Any, context: Any) -> Any:
+                return service._prepare_response(dra_v1beta1_pb2, request)
+
+            def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+                return service._unprepare_response(dra_v1beta1_pb2, request)
+
+        return V1Beta1()
+
+    def health(self, pb: Any) -> Any:
+        helper = self._helper
+        base = (
+            health_v1_pb2_grpc.DRAResourceHealthServicer
+            if pb is health_v1_pb2
+            else health_v1alpha1_pb2_grpc.DRAResourceHealthServicer
+        )
+
+        def watch(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            if not helper.offers_health():
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, "the driver reports no health")
+            # The plugin's iterator runs in a thread of its own, which may block between
+            # reports for as long as it likes: the stream ends as soon as kubelet goes away
+            # or the helper stops, without waiting for the iterator's next report.
+            reports: queue.Queue[Any] = queue.Queue()
+            done = object()
+            context.add_callback(lambda: reports.put(done))
+
+            def pump() -> None:
+                try:
+                    for report in helper.health_reports():
+                        reports.put(report)
+                except Exception as exc:
+                    helper.report_error(exc, "watch_health failed")
+                finally:
+                    reports.put(done)
+
+            threading.Thread(target=pump, name="kubeletplugin-health", daemon=True).start()
+            while True:
+                report = reports.get()
+                if report is done:
+                    return
+                yield pb.NodeWatchResourcesResponse(
+                    devices=[
+                        pb.DeviceHealth(
+                            device=pb.DeviceIdentifier(
+                                pool_name=d.pool_name, device_name=d.device_name
+                            ),
+                            health=pb.HealthStatus.Value(d.health.value),
+                            last_updated_time=d.last_updated,
+                            health_check_timeout_seconds=d.timeout_seconds,
+                            message=d.message,
+                        )
+                        for d in report
+                    ]
+                )
+
+        servicer = type("Health", (base,), {"NodeWatchResources": staticmethod(watch)})
+        return servicer()
+
+
+def start(
+    plugin: Plugin,
+    *,
+    driver: str,
+    api_client: ApiClient | None,
+    node_name: str = "",
+    node_uid: str = "",
+    registrar_dir: str = KUBELET_REGISTRY_DIR,
+    registrar_socket: str | None = None,
+    plugin_data_dir: str | None = None,
+    plugin_socket: str | None = None,
+    rolling_update_uid: str | None = None,
+    serialize: bool = True,
+    lock_dir: str | None = None,
+    node_v1: bool = True,
+    node_v1beta1: bool = True,
+    health: bool | None = None,
+    loop: asyncio.AbstractEventLoop | None = None,
+    error_handler: ErrorHandler | None = None,
+    reconcile_pool_with_name: str | None = None,
+    max_workers: int = 4,
+) -> Helper:
+    """Serve ``plugin`` to kubelet and register it; returns the running :class:`Helper`.
+
+    ``api_client``: reads the claims kubelet names, and publishes (``publish_resources``).
+    ``node_name`` (and optionally ``node_uid``): the node, owner of the published slices.
+
+    Sockets: registration at ``<registrar_dir>/<driver>-reg.sock``, the DRA service at
+    ``<plugin_data_dir>/dra.sock``, with ``plugin_data_dir`` by default
+    ``/var/lib/kubelet/plugins/<driver>`` (kubelet's defaults; names can be overridden).
+
+    ``rolling_update_uid``: the pod's UID (downward API). Then the sockets carry it, so the
+    old and new pod of a DaemonSet's rolling update can both be registered (kubelet calls the
+    newest one connected), and calls are serialised across them through a lock file in
+    ``lock_dir`` (default: the plugin data directory, which both pods mount).
+    ``serialize``: one prepare or unprepare at a time (the default, as Go's helper).
+
+    ``node_v1`` / ``node_v1beta1``: which versions of the DRA service to offer (kubelet 1.34+
+    speaks v1, 1.32-1.33 only v1beta1). ``health``: offer the health service; by default when
+    ``plugin`` has ``watch_health``.
+
+    ``loop``: the event loop for coroutine callbacks (by default a thread with its own).
+    ``error_handler(exc, message)``: failed callbacks, registration refused, the controller's
+    errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
+    (an open health stream holds one).
+    """
+    if rolling_update_uid and registrar_socket:
+        raise ValueError("rolling_update_uid and registrar_socket exclude each other")
+    if registrar_socket is None:
+        registrar_socket = (
+            rolling_update_registrar_socket(registrar_dir, driver, rolling_update_uid)
+            if rolling_update_uid
+            else f"{driver}-reg.sock"
+        )
+    if plugin_data_dir is None:
+        plugin_data_dir = os.path.join(KUBELET_PLUGINS_DIR, driver)
+    if plugin_socket is None:
+        # The directory is the driver's: "dra" with the instance's UID is unique.
+        plugin_socket = f"dra-{rolling_update_uid}.sock" if rolling_update_uid else "dra.sock"
+    services = []
+    if node_v1:
+        services.append(DRA_V1)
+    if node_v1beta1:
+        services.append(DRA_V1BETA1)
+    if not services:
+        raise ValueError("node_v1 and node_v1beta1 are both off: no DRA service to offer")
+    if health is None:
+        health = callable(getattr(plugin, "watch_health", None))
+    # Offered without watch_health, the service answers Unimplemented, and kubelet stops
+    # asking.
+    if health:
+        services += [HEALTH_V1, HEALTH_V1ALPHA1]
+    lock_file = None
+    if rolling_update_uid:
+        lock_file = Path(lock_dir or plugin_data_dir) / "serialize.lock"
+    helper = Helper(
+        plugin,
+        driver=driver,
+        api_client=api_client,
+        node_name=node_name,
+        node_uid=node_uid,
+        registrar_dir=registrar_dir,
+        registrar_socket=registrar_socket,
+        plugin_data_dir=plugin_data_dir,
+        plugin_socket=plugin_socket,
+        lock_file=lock_file,
+        serialize=serialize,
+        services=services,
+        loop=loop,
+        error_handler=error_handler,
+        reconcile_pool_with_name=reconcile_pool_with_name,
+        max_workers=max_workers,
+    )
+    try:
+        helper._start()
+    except BaseException:
+        helper.stop()
+        raise
+    return helper
+
+
+__all__ = [
+    "DRA_V1",
+    "DRA_V1BETA1",
+    "HEALTH_V1",
+    "HEALTH_V1ALPHA1",
+    "KUBELET_PLUGINS_DIR",
+    "KUBELET_REGISTRY_DIR",
+    "Helper",
+    "rolling_update_registrar_socket",
+    "start",
+]

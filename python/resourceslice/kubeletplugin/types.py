@@ -1,0 +1,113 @@
+"""What a driver's kubelet plugin gives and gets: the callbacks and their results."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union
+
+#: A ResourceClaim as the apiserver returned it (REST JSON, the newest ``resource.k8s.io``
+#: version it serves), with ``status.allocation`` set.
+ResourceClaim = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A claim kubelet names in a call: enough to find it, and its UID to tell it apart from
+    a claim of the same name that replaced it."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass
+class Device:
+    """One allocated device the plugin prepared for a claim.
+
+    ``requests``: the claim's requests the device was allocated for (subrequests,
+    ``req/sub``, are reported as their request); empty means all of them.
+    ``cdi_device_ids``: what the container runtime injects (see :class:`CDISpecWriter`).
+    ``share_id``: the allocation's share ID for devices allocated to several claims at once
+    (``allowMultipleAllocations``); only ``v1.DRAPlugin`` carries it.
+    """
+
+    pool_name: str
+    device_name: str
+    requests: Sequence[str] = ()
+    cdi_device_ids: Sequence[str] = ()
+    share_id: str | None = None
+
+
+@dataclass
+class PrepareResult:
+    """The outcome for one claim: its devices, or an error (then the devices are ignored)."""
+
+    devices: Sequence[Device] = field(default_factory=list)
+    error: str | BaseException | None = None
+
+
+PrepareResults = Mapping[str, PrepareResult]
+#: Per claim UID: None when unprepared, else what went wrong.
+UnprepareResults = Mapping[str, Union[str, BaseException, None]]
+
+
+class HealthStatus(str, enum.Enum):
+    UNKNOWN = "UNKNOWN"
+    HEALTHY = "HEALTHY"
+    UNHEALTHY = "UNHEALTHY"
+
+
+@dataclass
+class DeviceHealth:
+    """A device's health as the plugin last saw it.
+
+    ``last_updated``: Unix seconds (0: not given). ``timeout_seconds``: how long kubelet
+    keeps the status without a newer report before it considers it unknown (0: kubelet's
+    default of 30 s), so a plugin re-reports within it.
+    """
+
+    pool_name: str
+    device_name: str
+    health: HealthStatus
+    last_updated: int = 0
+    timeout_seconds: int = 0
+    message: str = ""
+
+
+class Plugin(Protocol):
+    """The driver's side: what kubelet asks of it, through :func:`start`'s helper.
+
+    Each method may be a plain function or a coroutine function (``async def``); coroutines
+    run on the helper's event loop (the ``loop`` given to :func:`start`, else one of its own).
+    The helper serialises the calls (see ``serialize``), fetches the claims and checks that
+    each still has the UID kubelet named, so a callback sees only allocated claims that exist.
+    An exception from a callback fails every claim of the call, with its message as each
+    claim's error; the plugin keeps serving.
+    """
+
+    def prepare_resource_claims(
+        self, claims: list[ResourceClaim]
+    ) -> PrepareResults | Awaitable[PrepareResults]:
+        """Prepare the claims' devices (idempotent: kubelet repeats calls); results by UID."""
+        ...
+
+    def unprepare_resource_claims(
+        self, claims: list[ClaimRef]
+    ) -> UnprepareResults | Awaitable[UnprepareResults]:
+        """Undo prepare (idempotent; the claims may be gone from the API already)."""
+        ...
+
+
+class HealthReporter(Protocol):
+    """Optional, beside :class:`Plugin`: a plugin with ``watch_health`` offers kubelet the
+    health service, and kubelet reads it for as long as the plugin is registered.
+
+    Each report is the whole list of devices whose health is known; the stream ends when
+    kubelet goes away (the iterator is closed).
+    """
+
+    def watch_health(
+        self,
+    ) -> Iterator[Sequence[DeviceHealth]] | AsyncIterator[Sequence[DeviceHealth]]: ...

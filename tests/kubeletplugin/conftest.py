@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from resourceslice.testing.kubelet import KubeletHarness
+
+
+@pytest.fixture
+def node_dir() -> Iterator[Path]:
+    """kubelet's directories of one test: ``registry/`` and ``plugins/``. Short, under /tmp:
+    a Unix socket's path has at most 107 bytes."""
+    directory = Path(tempfile.mkdtemp(prefix="kp-", dir="/tmp"))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def kubelet(node_dir: Path) -> Iterator[KubeletHarness]:
+    """kubelet's plugin manager and DRA client watching ``node_dir/registry``."""
+    with KubeletHarness.start(node_dir / "registry", log_path=node_dir / "kubelet.log") as harness:
+        yield harness

@@ -1,0 +1,125 @@
+"""What the kubelet plugin tests share: allocated claims on the real apiserver, a plugin
+that records its calls, and kubelet (the harness built from kubelet's code)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from resourceslice import kubeletplugin
+from resourceslice._http import send_json
+
+NAMESPACE = "default"
+POOL = "node-1"
+
+
+def claims_path(version: str = "v1") -> str:
+    return f"/apis/resource.k8s.io/{version}/namespaces/{NAMESPACE}/resourceclaims"
+
+
+def driver_name(test_name: str) -> str:
+    """A driver of the test's own: claims and slices of tests never mix."""
+    label = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"{label}.example.com"
+
+
+def allocated_claim(
+    client: ApiClient,
+    driver: str,
+    name: str,
+    devices: Sequence[str],
+    pool: str = POOL,
+    version: str = "v1",
+) -> dict[str, Any]:
+    """A ResourceClaim for ``devices`` of ``driver``, created and allocated as the scheduler
+    would (status.allocation written through the status subresource), in ``version`` of
+    resource.k8s.io."""
+    request: dict[str, Any] = {"deviceClassName": driver, "count": len(devices)}
+    # v1beta1 has the request's fields inline; v1beta2 and v1 under "exactly".
+    request = (
+        {"name": "req", **request} if version == "v1beta1" else {"name": "req", "exactly": request}
+    )
+    spec = {"devices": {"requests": [request]}}
+    body = {
+        "apiVersion": f"resource.k8s.io/{version}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+    claim: dict[str, Any] = json.loads(
+        send_json(client, "POST", claims_path(version), json.dumps(body).encode())
+    )
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "req", "driver": driver, "pool": pool, "device": device}
+                    for device in devices
+                ]
+            }
+        }
+    }
+    path = f"{claims_path(version)}/{name}/status"
+    allocated: dict[str, Any] = json.loads(
+        send_json(client, "PUT", path, json.dumps(claim).encode())
+    )
+    return allocated
+
+
+def delete_claim(client: ApiClient, name: str, version: str = "v1") -> None:
+    send_json(client, "DELETE", f"{claims_path(version)}/{name}", b"{}")
+
+
+def uid(claim: dict[str, Any]) -> str:
+    return str(claim["metadata"]["uid"])
+
+
+class RecordingPlugin:
+    """Prepares each allocated device of a claim as itself, with one CDI device ID; records
+    every call (the claims as it got them) and what is prepared now."""
+
+    def __init__(self, driver: str) -> None:
+        self.driver = driver
+        self.lock = threading.Lock()
+        self.prepare_calls: list[list[dict[str, Any]]] = []
+        self.unprepare_calls: list[list[kubeletplugin.ClaimRef]] = []
+        self.prepared: set[str] = set()
+        self.fail_with: BaseException | None = None
+
+    def prepare_resource_claims(
+        self, claims: list[dict[str, Any]]
+    ) -> dict[str, kubeletplugin.PrepareResult]:
+        with self.lock:
+            self.prepare_calls.append(claims)
+            if self.fail_with is not None:
+                raise self.fail_with
+            results = {}
+            for claim in claims:
+                devices = [
+                    kubeletplugin.Device(
+                        pool_name=r["pool"],
+                        device_name=r["device"],
+                        requests=[r["request"]],
+                        cdi_device_ids=[f"{self.driver}/device={r['device']}"],
+                    )
+                    for r in claim["status"]["allocation"]["devices"]["results"]
+                ]
+                results[uid(claim)] = kubeletplugin.PrepareResult(devices=devices)
+                self.prepared.add(uid(claim))
+            return results
+
+    def unprepare_resource_claims(
+        self, claims: list[kubeletplugin.ClaimRef]
+    ) -> dict[str, BaseException | None]:
+        with self.lock:
+            self.unprepare_calls.append(claims)
+            if self.fail_with is not None:
+                raise self.fail_with
+            for claim in claims:
+                self.prepared.discard(claim.uid)
+            return {claim.uid: None for claim in claims}

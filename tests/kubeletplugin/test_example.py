@@ -1,0 +1,102 @@
+"""examples/kubelet_driver.py, the README's whole driver, against kubelet's code and the real
+apiserver: it publishes, registers, and prepares a claim into a CDI spec."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import kubernetes.client
+import pytest
+
+from kubeletplugin.env import allocated_claim, delete_claim, uid
+from resourceslice._http import get_json, request, send_json
+from resourceslice.testing.kubelet import KubeletHarness
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kubelet_driver.py"
+
+
+@pytest.fixture
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kubelet_driver", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def node_name(kube_client: kubernetes.client.ApiClient) -> Iterator[str]:
+    name = "example-node"
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    send_json(kube_client, "POST", "/api/v1/nodes", json.dumps(body).encode())
+    try:
+        yield name
+    finally:
+        send_json(kube_client, "DELETE", f"/api/v1/nodes/{name}", b"{}")
+
+
+def test_example_driver(
+    example: ModuleType,
+    node_name: str,
+    node_dir: Path,
+    kubelet: KubeletHarness,
+    kube_client: kubernetes.client.ApiClient,
+) -> None:
+    driver = example.DRIVER
+    cdi_dir = node_dir / "cdi"
+    helper = example.run(
+        kube_client,
+        node_name,
+        pod_uid="c0ffee00-0000-4000-8000-000000000001",
+        cdi_dir=str(cdi_dir),
+        registrar_dir=str(node_dir / "registry"),
+        plugin_data_dir=str(node_dir / "plugins" / driver),
+    )
+    claim_name = "example-claim"
+    try:
+        kubelet.wait_registered(driver)
+        assert helper.controller.wait_synced(timeout=60)
+        slices = json.loads(
+            get_json(
+                kube_client,
+                "/apis/resource.k8s.io/v1/resourceslices",
+                [("fieldSelector", f"spec.driver={driver}")],
+            )
+        )["items"]
+        assert [d["name"] for s in slices for d in s["spec"]["devices"]] == [
+            "demo-0",
+            "demo-1",
+            "demo-2",
+            "demo-3",
+        ]
+
+        claim = allocated_claim(kube_client, driver, claim_name, ["demo-1", "demo-3"], node_name)
+        answer = kubelet.prepare(driver, [claim])
+        cdi_ids = [d["cdiDeviceIDs"] for d in answer["claims"][uid(claim)]["devices"]]
+        assert cdi_ids == [
+            [f"{driver}/device={uid(claim)}-demo-1"],
+            [f"{driver}/device={uid(claim)}-demo-3"],
+        ]
+        spec = json.loads((cdi_dir / f"{driver}-{uid(claim)}.json").read_text())
+        assert [d["containerEdits"]["env"] for d in spec["devices"]] == [
+            ["DEMO_DEVICE_1=1"],
+            ["DEMO_DEVICE_3=1"],
+        ]
+
+        assert kubelet.unprepare(driver, [claim])["claims"][uid(claim)]["error"] == ""
+        assert list(cdi_dir.iterdir()) == []
+    finally:
+        helper.stop()
+        delete_claim(kube_client, claim_name)
+        request(
+            kube_client,
+            "DELETE",
+            "/apis/resource.k8s.io/v1/resourceslices",
+            query=[("fieldSelector", f"spec.driver={driver}")],
+        )

@@ -1,0 +1,86 @@
+"""The kubelet plugin's pieces that need no kubelet: CDI specs, socket names, serialisation."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from resourceslice import kubeletplugin
+
+
+def test_cdi_spec_per_claim(tmp_path: Path) -> None:
+    writer = kubeletplugin.CDISpecWriter("gpu.example.com", cdi_dir=tmp_path, device_class="gpu")
+    ids = writer.write_claim(
+        "6f1c-uid",
+        {
+            "gpu-0": {"env": ["GPU=0"], "deviceNodes": [{"path": "/dev/gpu0"}]},
+            "gpu-1": {"env": ["GPU=1"]},
+        },
+    )
+    assert ids == {
+        "gpu-0": "gpu.example.com/gpu=6f1c-uid-gpu-0",
+        "gpu-1": "gpu.example.com/gpu=6f1c-uid-gpu-1",
+    }
+    path = tmp_path / "gpu.example.com-6f1c-uid.json"
+    assert json.loads(path.read_text()) == {
+        "cdiVersion": "0.6.0",
+        "kind": "gpu.example.com/gpu",
+        "devices": [
+            {
+                "name": "6f1c-uid-gpu-0",
+                "containerEdits": {"env": ["GPU=0"], "deviceNodes": [{"path": "/dev/gpu0"}]},
+            },
+            {"name": "6f1c-uid-gpu-1", "containerEdits": {"env": ["GPU=1"]}},
+        ],
+    }
+    assert sorted(os.listdir(tmp_path)) == [path.name]  # no temporary file left
+
+    writer.remove_claim("6f1c-uid")
+    assert not path.exists()
+    writer.remove_claim("6f1c-uid")  # unprepare is repeated: no error
+
+
+@pytest.mark.parametrize("uid", ["../etc", "a/b", ""])
+def test_cdi_claim_uid_stays_in_its_directory(tmp_path: Path, uid: str) -> None:
+    writer = kubeletplugin.CDISpecWriter("gpu.example.com", cdi_dir=tmp_path)
+    with pytest.raises(ValueError, match="file name"):
+        writer.write_claim(uid, {"gpu-0": {}})
+
+
+# What Go's kubeletplugin.RollingUpdateRegistrarSocketFile (v0.37.2) gives for the same
+# input, so that a Python and a Go instance of a driver agree on a node.
+@pytest.mark.parametrize(
+    ("registry_dir", "name"),
+    [
+        (
+            "/var/lib/kubelet/plugins_registry",
+            "a-rather-long-driver-name.example.com-j8d434fhi88-reg.sock",
+        ),
+        ("/" + "d" * 50, "dra-4IA5BGk6OG8xI2KpbM1GuQ-reg.sock"),
+        ("/" + "d" * 70, "dra-4IA5BGk6OG8xI2KpbM1GuQ-reg.sock"),
+    ],
+)
+def test_rolling_update_socket_names(registry_dir: str, name: str) -> None:
+    uid = "0b2c7d0e-5f7a-4b8e-9a59-3c1f8f0d2a11"
+    driver = "a-rather-long-driver-name.example.com"
+    assert kubeletplugin.rolling_update_registrar_socket(registry_dir, driver, uid) == name
+    short = kubeletplugin.rolling_update_registrar_socket(
+        kubeletplugin.KUBELET_REGISTRY_DIR, "gpu.example.com", uid
+    )
+    assert short == f"gpu.example.com-{uid}-reg.sock"
+
+
+def test_start_needs_a_dra_service(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no DRA service"):
+        kubeletplugin.start(
+            object(),  # type: ignore[arg-type]
+            driver="gpu.example.com",
+            api_client=None,
+            registrar_dir=str(tmp_path),
+            node_v1=False,
+            node_v1beta1=False,
+        )
+    assert os.listdir(tmp_path) == []
