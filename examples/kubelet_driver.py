@@ -108,7 +108,7 @@ def run(
 
 
 def main() -> None:
-    kubernetes.config.load_incluster_config()
+    kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     client = kubernetes.client.ApiClient()
     helper = run(client, os.environ["NODE_NAME"], pod_uid=os.environ.get("POD_UID"))
     stopping = threading.Event()
