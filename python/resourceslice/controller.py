@@ -657,9 +657,21 @@ class Controller:
             paths, features = sent.dropped_fields(actual)
             if paths and dropped is None:
                 dropped = self._dropped[pool] = _DroppedFields(version)
+            # The watch may have delivered a later edit of only what is not ours before this
+            # answer came: _adopt_foreign_edit did not know our version then, so adopt it here.
+            # Under the lock: an event the store takes in after this look is adopted there.
+            own = actual.resource_version
+            current = self._store.get(actual.name)
+            if (
+                current is not None
+                and current.uid == actual.uid
+                and not_older(current.resource_version, own)
+                and actual.same_content(current)
+            ):
+                own = current.resource_version
             if dropped is not None:
-                dropped.written[actual.name] = actual.resource_version
-            self._own_versions[actual.name] = actual.resource_version
+                dropped.written[actual.name] = own
+            self._own_versions[actual.name] = own
         if paths:
             self._report(
                 DroppedFieldsError(pool, actual.name, _slice_index(actual.name), paths, features),
