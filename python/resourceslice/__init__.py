@@ -24,6 +24,7 @@ from resourceslice.controller import (
     ErrorHandler,
     start_controller,
 )
+from resourceslice.leaderelection import LeaderElection, LeadershipLostError
 
 __all__ = [
     "ConflictingWriterError",
@@ -32,6 +33,8 @@ __all__ = [
     "DriverResources",
     "DroppedFieldsError",
     "ErrorHandler",
+    "LeaderElection",
+    "LeadershipLostError",
     "Owner",
     "Pool",
     "Slice",

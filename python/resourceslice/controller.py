@@ -31,6 +31,7 @@ from resourceslice.api import (
     to_plain_pools,
 )
 from resourceslice.informer import SliceInformer, field_selector
+from resourceslice.leaderelection import LeaderElection, LeaderElector, NotLeaderError
 from resourceslice.mutation_cache import MutationCache, not_older
 from resourceslice.store import SliceStore
 from resourceslice.workqueue import Clock, MonotonicClock, TokenBucket, WorkQueue
@@ -108,6 +109,7 @@ class Controller:
         workers: int = DEFAULT_WORKERS,
         max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
         clock: Clock | None = None,
+        leader_election: LeaderElection | None = None,
     ) -> None:
         if owner is not None and not isinstance(owner, Owner):
             raise TypeError(f"owner must be an Owner, not {type(owner).__name__}")
@@ -152,14 +154,25 @@ class Controller:
         self._stopping = threading.Event()
 
         self._client = api_client
+        self._elector: LeaderElector | None = None
         if api_client is None:
             return
         clock = self._clock = clock or MonotonicClock()
+        if leader_election is not None:
+            self._elector = LeaderElector(
+                api_client,
+                leader_election,
+                on_change=self._on_leadership,
+                on_error=self._report,
+                clock=clock,
+            )
         # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
         # that is overloaded, so no pool writes before then, whatever queued it.
         self._quiet_until = 0.0
         # In the newest resource.k8s.io version the cluster serves, shared with the informer.
-        self._slices = ResourceSliceAPI(api_client)
+        self._slices = ResourceSliceAPI(
+            api_client, None if self._elector is None else self._elector.write_budget
+        )
         self._write_tokens = (
             None
             if max_writes_per_second is None
@@ -193,6 +206,8 @@ class Controller:
         self._informer.start()
         for worker in self._workers:
             worker.start()
+        if self._elector is not None:
+            self._elector.start()
 
     # -- public ---------------------------------------------------------------------------
 
@@ -275,6 +290,14 @@ class Controller:
             return False
         return self._informer.alive or any(w.is_alive() for w in self._workers)
 
+    def is_leader(self) -> bool:
+        """Whether this controller may write now: it holds its Lease (see
+        :class:`LeaderElection`), or runs without leader election. False when inactive or
+        stopped."""
+        if self._client is None or self._stopped:
+            return False
+        return self._elector is None or self._elector.is_leader()
+
     def stats(self) -> Stats:
         with self._lock:
             return Stats(**self._counts)
@@ -303,6 +326,8 @@ class Controller:
         for worker in self._workers:
             if worker is not current:
                 worker.join()
+        if self._elector is not None:
+            self._elector.stop()  # after the last write: a successor may take over at once
 
     def __enter__(self) -> Controller:
         return self
@@ -388,6 +413,8 @@ class Controller:
             if pool is None:
                 return
             try:
+                if not self.is_leader():
+                    continue  # a standby: the pool stays dirty; taking the lease queues it
                 quiet = self._quiet_until - self._clock.now()
                 if quiet > 0:
                     self._queue.add_after(pool, quiet)
@@ -395,6 +422,8 @@ class Controller:
                 self._sync(pool)
             except (KeyboardInterrupt, SystemExit):
                 raise
+            except NotLeaderError:
+                pass  # the lease ran out mid-sync; told by the elector, synced on taking it back
             except BaseException as exc:
                 # BaseException: PyO3's PanicException (a bug in the Rust core) is one, and
                 # must not end the worker silently; the pool is retried like any failure.
@@ -459,8 +488,8 @@ class Controller:
                     return
                 plan = window(plan.next_write)
                 self._write(pool, plan, version)
-        if self._stopped:
-            return  # a write was skipped: the pool is not synced
+        if not self.is_leader():
+            return  # a write was skipped (stopped, or the lease ran out): not synced
         with self._lock:
             self._counts["syncs"] += 1
             if self._pool_versions.get(pool, 0) == version:
@@ -551,13 +580,30 @@ class Controller:
             self._mutations.stored(record)
 
     def _may_write(self) -> bool:
-        """Wait for a write token; False when the controller stopped (write nothing more)."""
+        """Wait for a write token; False when the controller stopped or is not the leader
+        (write nothing more)."""
         if self._write_tokens is not None and not self._stopped:
             with self._write_tokens_lock:
                 wait = self._write_tokens.when()
             if wait > 0:
                 self._stopping.wait(wait)
-        return not self._stopped
+        return self.is_leader()
+
+    def _on_leadership(self, leading: bool) -> None:
+        """Taking the lease is like an update() of every pool: other replicas wrote while
+        this one waited, and it syncs everything at once. Losing it leaves every pool
+        unsynced as far as this replica knows (a sync cut short must not count)."""
+        with self._lock:
+            self._version += 1
+            for pool in self._desired_pools:
+                self._pool_versions[pool] = self._version
+            self._dirty.update(self._desired_pools)
+            if leading:
+                self._own_versions.clear()  # the other leaders' writes are not conflicts
+            self._lock.notify_all()
+        if leading:
+            for pool in sorted(self._desired_pools | self._store.pool_names()):
+                self._queue.add(pool)
 
     def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
         self._informer.retry_now()  # the server is up: an informer waiting to relist need not
@@ -605,6 +651,7 @@ def start_controller(
     update_interval: float = DEFAULT_UPDATE_INTERVAL,
     workers: int = DEFAULT_WORKERS,
     max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
+    leader_election: LeaderElection | None = None,
 ) -> Controller:
     """Start publishing ``resources`` of ``driver`` as ResourceSlices, in the background.
 
@@ -621,6 +668,12 @@ def start_controller(
     ``workers``: how many pools are synced at once (one pool never by two at a time).
     ``max_writes_per_second``: all writes of this controller together, with a burst of two
     seconds' worth; None for no client-side limit (the apiserver's 429s still apply).
+
+    ``leader_election``: one of several replicas publishes, the one holding the
+    :class:`LeaderElection`'s Lease; the others keep their view of the slices current and
+    write nothing until they take the Lease, then sync every pool at once. ``is_leader()``
+    says which this one is, and the error handler is told when it loses the Lease.
+    ``wait_synced``/``wait_idle`` of a standby wait until it leads and has synced.
     """
     return Controller(
         api_client,
@@ -635,4 +688,5 @@ def start_controller(
         update_interval=update_interval,
         workers=workers,
         max_writes_per_second=max_writes_per_second,
+        leader_election=leader_election,
     )
