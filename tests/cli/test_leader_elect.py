@@ -109,12 +109,14 @@ def test_two_replicas_one_publishes_and_hands_over_on_stop(
     path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": devices}}}))
     env = dict(os.environ, PYTHONPATH=str(Path(resourceslice.__file__).parents[1]))
     lease = driver.replace(".", "-")
+    # Long enough that a loaded machine does not make the leader miss its renewals: the
+    # handover here is by release, which does not wait for the Lease to expire.
 
     def replica() -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "resourceslice.cli", "publish", str(path), "--driver", driver,
              "--all-nodes", "--interval", "0.05", "--kubeconfig", kubeconfig, "--leader-elect",
-             "--lease-namespace", "default", "--lease-name", lease, "--lease-duration", "3"],
+             "--lease-namespace", "default", "--lease-name", lease, "--lease-duration", "10"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
 
