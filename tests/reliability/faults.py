@@ -32,13 +32,16 @@ class FaultOutcome:
     seconds: float
     writes: Mapping[str, int]
     duplicates: int
+    #: Leader election: seconds from the fault until another replica held the Lease.
+    takeover: float | None = None
 
     def row(self) -> str:
         writes = ", ".join(f"{m} {n}" for m, n in sorted(self.writes.items())) or "none"
+        takeover = "" if self.takeover is None else f" | {self.takeover:.2f} s"
         return (
             f"{self.fault:<48} | {'yes' if self.converged else 'NO':<9} | "
-            f"{self.seconds:7.2f} s | {writes:<26} | {self.duplicates}"
-        )
+            f"{self.seconds:7.2f} s | {writes:<26} | {self.duplicates:<15}{takeover}"
+        ).rstrip()
 
 
 #: Filled by the tests, printed by conftest.py at the end of the session.
