@@ -190,11 +190,12 @@ class Run:
         since: float,
         *others: rs.Controller,
         counters: Sequence[RequestCounter] = (),
+        path: str = "",
     ) -> FaultOutcome:
         """Wait for convergence (of ``others`` too), record the row and check it.
 
-        Writes: of ``counters``, or else of the environment's current counter. Exact, and no
-        duplicates seen, ever.
+        Writes: of ``counters``, or else of the environment's current counter, to paths
+        containing ``path``. Exact, and no duplicates seen, ever.
         """
         for each in (ctrl, *others):
             settle(each, self.env, wanted)
@@ -202,7 +203,9 @@ class Run:
             self.fault,
             converged=not problems(self.env.slices(), wanted),
             seconds=time.monotonic() - since,
-            writes=sum((Counter(c.writes()) for c in counters or [self.env.counter]), Counter()),
+            writes=sum(
+                (Counter(c.writes(path)) for c in counters or [self.env.counter]), Counter()
+            ),
             duplicates=self.observer.max_duplicates,
         )
         FAULT_TABLE.append(outcome)
