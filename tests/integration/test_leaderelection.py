@@ -166,8 +166,9 @@ def test_lease_errors_reach_the_error_handler_once(
 
 
 def test_controllers_standby_writes_nothing_and_takes_over_on_stop(
-    env: ControllerEnv, coordination: kubernetes.client.CoordinationV1Api, lease_name: str
+    env: ControllerEnv, lease_name: str
 ) -> None:
+    coordination = kubernetes.client.CoordinationV1Api(env.admin)  # the env's cluster
     election = rs.LeaderElection(NAMESPACE, lease_name, **SHORT)
     one = pools(p=rs.Pool(devices=[device(i) for i in range(3)]))
     two = pools(p=rs.Pool(devices=[device(i) for i in range(5)]))
