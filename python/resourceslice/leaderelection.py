@@ -228,7 +228,7 @@ class LeaderElector:
             self._lose("could not renew the lease within renew_deadline")
         try:
             acquired = self._attempt()
-        except (ApiException, HTTPError, OSError) as exc:
+        except Exception as exc:  # any failure (a bad answer too) must not end the thread
             acquired = False
             # Its kind, not its text (which names the request): a Lease that cannot be read
             # every retry_period is one report, not one each time.
