@@ -615,6 +615,8 @@ class Publisher:
         args = self.args
         if args.leader_elect and args.once:
             raise UserError("--once and --leader-elect: a standby would never be done")
+        if args.shards > 1 and not args.leader_elect:
+            raise UserError("--shards needs --leader-elect")
         selection = selection_of(args)
         loaded = load(args.file, args.driver, selection)
         election = leader_election_of(args) if args.leader_elect else None
@@ -788,6 +790,7 @@ def leader_election_of(args: argparse.Namespace) -> LeaderElection:
         lease_duration=args.lease_duration,
         renew_deadline=args.lease_duration * 2 / 3,
         retry_period=args.lease_duration * 2 / 15,
+        shards=args.shards,
     )
 
 
@@ -815,6 +818,12 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
     return value
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, at least 1, not {text}")
+    return int(text)
 
 
 def _whole_seconds(text: str) -> int:
@@ -898,6 +907,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long a standby waits for a silent leader before taking over (15); the "
         "leader renews every 2/15 of it and stops writing 2/3 of it after its last renewal",
+    )
+    election.add_argument(
+        "--shards",
+        type=_at_least_one,
+        default=1,
+        metavar="K",
+        help="split the pools into K shards, a Lease each (NAME-shard-I), spread over the "
+        "replicas (1: one leader publishes every pool)",
     )
     publish.set_defaults(run=cmd_publish)
 

@@ -33,6 +33,7 @@ from resourceslice.api import (
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.leaderelection import LeaderElection, LeaderElector, NotLeaderError
 from resourceslice.mutation_cache import MutationCache, not_older
+from resourceslice.sharding import ShardedElector
 from resourceslice.store import SliceStore
 from resourceslice.workqueue import Clock, MonotonicClock, TokenBucket, WorkQueue
 
@@ -154,24 +155,28 @@ class Controller:
         self._stopping = threading.Event()
 
         self._client = api_client
-        self._elector: LeaderElector | None = None
+        self._elector: LeaderElector | ShardedElector | None = None
         if api_client is None:
             return
         clock = self._clock = clock or MonotonicClock()
         if leader_election is not None:
-            self._elector = LeaderElector(
+            elector = ShardedElector if leader_election.shards > 1 else LeaderElector
+            self._elector = elector(
                 api_client,
                 leader_election,
                 on_change=self._on_leadership,
                 on_error=self._report,
                 clock=clock,
             )
+        # The pool each worker thread is syncing: a sharded controller's write budget is
+        # that of the pool's shard.
+        self._syncing = threading.local()
         # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
         # that is overloaded, so no pool writes before then, whatever queued it.
         self._quiet_until = 0.0
         # In the newest resource.k8s.io version the cluster serves, shared with the informer.
         self._slices = ResourceSliceAPI(
-            api_client, None if self._elector is None else self._elector.write_budget
+            api_client, None if self._elector is None else self._write_budget
         )
         self._write_tokens = (
             None
@@ -251,7 +256,7 @@ class Controller:
         with self._lock:
             return (
                 self._lock.wait_for(
-                    lambda: self._stopped or (self._ready and not self._dirty), timeout
+                    lambda: self._stopped or (self._ready and self._synced_locked()), timeout
                 )
                 and not self._stopped
             )
@@ -292,11 +297,27 @@ class Controller:
 
     def is_leader(self) -> bool:
         """Whether this controller may write now: it holds its Lease (see
-        :class:`LeaderElection`), or runs without leader election. False when inactive or
-        stopped."""
+        :class:`LeaderElection`; sharded: at least one shard's), or runs without leader
+        election. False when inactive or stopped."""
         if self._client is None or self._stopped:
             return False
         return self._elector is None or self._elector.is_leader()
+
+    def _may_sync(self, pool: str) -> bool:
+        if self._stopped:
+            return False
+        return self._elector is None or self._elector.holds(pool)
+
+    def _synced_locked(self) -> bool:
+        """No pool this controller publishes is dirty (a standby publishes none; a sharded
+        controller those of the shards it holds)."""
+        if self._elector is None:
+            return not self._dirty
+        return self._elector.is_leader() and not any(map(self._elector.holds, self._dirty))
+
+    def _write_budget(self) -> float:
+        assert self._elector is not None
+        return self._elector.write_budget(getattr(self._syncing, "pool", None))
 
     def stats(self) -> Stats:
         with self._lock:
@@ -413,12 +434,13 @@ class Controller:
             if pool is None:
                 return
             try:
-                if not self.is_leader():
+                if not self._may_sync(pool):
                     continue  # a standby: the pool stays dirty; taking the lease queues it
                 quiet = self._quiet_until - self._clock.now()
                 if quiet > 0:
                     self._queue.add_after(pool, quiet)
                     continue
+                self._syncing.pool = pool
                 self._sync(pool)
             except (KeyboardInterrupt, SystemExit):
                 raise
@@ -488,7 +510,7 @@ class Controller:
                     return
                 plan = window(plan.next_write)
                 self._write(pool, plan, version)
-        if not self.is_leader():
+        if not self._may_sync(pool):
             return  # a write was skipped (stopped, or the lease ran out): not synced
         with self._lock:
             self._counts["syncs"] += 1
@@ -518,7 +540,7 @@ class Controller:
 
     def _delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
         for name, uid, resource_version in deletes:
-            if not self._may_write():
+            if not self._may_write(pool):
                 return
             try:
                 self._slices.delete(name, uid, resource_version)
@@ -534,14 +556,14 @@ class Controller:
     def _write(self, pool: str, plan: Plan, version: int) -> None:
         """The updates and creates of ``plan``'s window."""
         for name, body in plan.updates:
-            if not self._may_write():
+            if not self._may_write(pool):
                 return
             response = self._slices.update(name, body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         taken: list[str] = []
         for body in plan.creates:
-            if not self._may_write():
+            if not self._may_write(pool):
                 return
             sent = core.decode_slice(body)
             try:
@@ -579,30 +601,37 @@ class Controller:
         ):
             self._mutations.stored(record)
 
-    def _may_write(self) -> bool:
-        """Wait for a write token; False when the controller stopped or is not the leader
-        (write nothing more)."""
+    def _may_write(self, pool: str) -> bool:
+        """Wait for a write token; False when the controller stopped or may not write
+        ``pool`` (not the leader): write nothing more."""
         if self._write_tokens is not None and not self._stopped:
             with self._write_tokens_lock:
                 wait = self._write_tokens.when()
             if wait > 0:
                 self._stopping.wait(wait)
-        return self.is_leader()
+        return self._may_sync(pool)
 
-    def _on_leadership(self, leading: bool) -> None:
-        """Taking the lease is like an update() of every pool: other replicas wrote while
-        this one waited, and it syncs everything at once. Losing it leaves every pool
-        unsynced as far as this replica knows (a sync cut short must not count)."""
+    def _on_leadership(self, leading: bool, covers: Callable[[str], bool] | None = None) -> None:
+        """Taking the lease (or a shard's: the pools ``covers`` selects) is like an update()
+        of its pools: other replicas wrote while this one waited, and it syncs them at once.
+        Losing it leaves them unsynced as far as this replica knows (a sync cut short must
+        not count)."""
         with self._lock:
             self._version += 1
-            for pool in self._desired_pools:
+            pools = {p for p in self._desired_pools if covers is None or covers(p)}
+            for pool in pools:
                 self._pool_versions[pool] = self._version
-            self._dirty.update(self._desired_pools)
+            self._dirty.update(pools)
             if leading:
-                self._own_versions.clear()  # the other leaders' writes are not conflicts
+                # The other leaders' writes are not conflicts.
+                for name in list(self._own_versions):
+                    record = self._store.get(name)
+                    if covers is None or record is None or covers(record.pool):
+                        del self._own_versions[name]
             self._lock.notify_all()
         if leading:
-            for pool in sorted(self._desired_pools | self._store.pool_names()):
+            stored = self._store.pool_names()
+            for pool in sorted(p for p in self._desired_pools | stored if not covers or covers(p)):
                 self._queue.add(pool)
 
     def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:

@@ -54,7 +54,9 @@ class LeaderElection:
     last renewal it saw before taking over. ``renew_deadline``: seconds after the last
     successful renewal the leader stops writing if it could not renew since; less than
     ``lease_duration``, so it stops before anyone may take over. ``retry_period``: seconds
-    between renewals, and (with jitter) between a standby's attempts.
+    between renewals, and (with jitter) between a standby's attempts. ``shards``: more than
+    one splits the pools into that many shards, each a Lease of its own
+    (``<name>-shard-<i>``), spread over the replicas (see :mod:`resourceslice.sharding`).
     """
 
     namespace: str
@@ -63,6 +65,7 @@ class LeaderElection:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    shards: int = 1
 
     def __post_init__(self) -> None:
         problems = [
@@ -87,6 +90,8 @@ class LeaderElection:
                 f"retry_period ({self.retry_period}) must be positive and less than "
                 f"renew_deadline / {JITTER_FACTOR} ({self.renew_deadline / JITTER_FACTOR:g})"
             )
+        if isinstance(self.shards, bool) or not isinstance(self.shards, int) or self.shards < 1:
+            problems.append(f"shards must be a whole number, at least 1, not {self.shards!r}")
         if problems:
             raise ValueError("LeaderElection: " + "; ".join(problems))
 
@@ -134,8 +139,10 @@ class LeaderElector:
         on_change: Callable[[bool], None],
         on_error: Callable[[BaseException, str], None],
         clock: Clock | None = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
         self.config = config
+        self._labels = labels
         self.identity = config.identity or default_identity()
         self.lease = f"{config.namespace}/{config.name}"
         self._client = api_client
@@ -157,6 +164,10 @@ class LeaderElector:
         self._observed_at = 0.0
         # Until when this replica may write (our clock); None when it is not the leader.
         self._leading_until: float | None = None
+        # The end of the last write budget handed out: a Lease given up is released only
+        # after it, when no write under it can still be in flight.
+        self._budget_until = 0.0
+        self._release_pending = False
         self._last_problem: str | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -166,18 +177,26 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self.remaining() > 0
 
+    def holds(self, pool: str) -> bool:
+        """Whether this replica may write ``pool`` (any pool: the Lease covers them all)."""
+        return self.is_leader()
+
     def remaining(self) -> float:
         """Seconds this replica may still write (0 when it is not the leader)."""
         with self._lock:
             until = self._leading_until
         return 0.0 if until is None else max(0.0, until - self._clock.now())
 
-    def write_budget(self) -> float:
-        """The whole time a write about to be sent may take; NotLeaderError if none."""
-        left = self.remaining()
-        if left <= 0:
-            raise NotLeaderError(f"{self.identity} does not hold lease {self.lease}")
-        return left
+    def write_budget(self, pool: str | None = None) -> float:
+        """The whole time a write (of ``pool``) about to be sent may take; NotLeaderError if
+        this replica may not send it."""
+        with self._lock:
+            now = self._clock.now()
+            until = self._leading_until
+            if until is None or until <= now:
+                raise NotLeaderError(f"{self.identity} does not hold lease {self.lease}")
+            self._budget_until = max(self._budget_until, until)
+            return until - now
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -201,6 +220,39 @@ class LeaderElector:
             self._release()
         except (ApiException, HTTPError, OSError) as exc:
             self._on_error(exc, f"leader election: releasing lease {self.lease}")
+
+    def give_up(self) -> None:
+        """Stop leading now (a share rebalanced); the Lease is handed back by
+        :meth:`release_if_due` once no write of ours can still be in flight."""
+        with self._lock:
+            if self._leading_until is None:
+                return
+            self._leading_until = None
+            self._release_pending = True
+        log.info("leader election: %s gives lease %s back", self.identity, self.lease)
+        self._on_change(False)
+
+    def release_if_due(self) -> None:
+        with self._lock:
+            due = self._release_pending and self._clock.now() >= self._budget_until
+            self._release_pending = self._release_pending and not due
+        if due:
+            self._release()
+
+    def observe(self, lease: dict[str, Any]) -> None:
+        """``lease`` as listed by someone else: noted as a read of our own would be."""
+        self._store(lease)
+
+    def live_holder(self) -> str:
+        """Who holds the Lease, as last seen, unless it expired since; "" if nobody."""
+        return "" if self._expired() else self._holder()
+
+    def is_free(self) -> bool:
+        """Whether an attempt to take the Lease could succeed (as far as we have seen)."""
+        with self._lock:
+            if self._release_pending:
+                return False
+        return not self.live_holder()
 
     def _run(self) -> None:
         log.info("leader election: %s is a candidate for lease %s", self.identity, self.lease)
@@ -369,10 +421,13 @@ class LeaderElector:
         return lease
 
     def _create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self.config.name, "namespace": self.config.namespace}
+        if self._labels:
+            metadata["labels"] = self._labels
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.config.name, "namespace": self.config.namespace},
+            "metadata": metadata,
             "spec": spec,
         }
         return self._send("POST", self._collection, body)

@@ -130,6 +130,7 @@ def test_two_replicas_one_publishes_and_hands_over_on_stop(
         second = replica()
         second_out = Output(second)
         second_out.wait_for("out", "standby until it holds the lease")
+        second_out.wait_for("out", "watching")  # FILE's state from here on is followed
         # The standby follows FILE too; only the leader writes the change.
         devices.append({"name": "port-3"})
         path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": devices}}}))

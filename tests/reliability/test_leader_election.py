@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 import resourceslice
+from resourceslice.sharding import shard_of
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 
 from .faults import FAULT_TABLE, FaultOutcome, Observer, problems
@@ -98,21 +99,30 @@ def devices(revision: int) -> list[dict[str, Any]]:
 class Replica:
     """One `publish --leader-elect` process, authenticated as a user of its own."""
 
-    def __init__(self, cluster: TestCluster, user: str, pools: Path) -> None:
+    def __init__(
+        self,
+        cluster: TestCluster,
+        user: str,
+        pools: Path,
+        driver: str = DRIVER,
+        lease: str = LEASE,
+        shards: int = 1,
+    ) -> None:
         self.user = user
         self.lines: list[str] = []
         self._cond = threading.Condition()
         env = dict(os.environ, PYTHONPATH=str(Path(resourceslice.__file__).parents[1]))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "resourceslice.cli", "publish", str(pools), "--driver", DRIVER,
+            [sys.executable, "-m", "resourceslice.cli", "publish", str(pools), "--driver", driver,
              "--all-nodes", "--interval", "0.05", "--kubeconfig", str(cluster.kubeconfigs[user]),
-             "--leader-elect", "--lease-namespace", NAMESPACE, "--lease-name", LEASE,
-             "--lease-duration", str(LEASE_DURATION)],
+             "--leader-elect", "--lease-namespace", NAMESPACE, "--lease-name", lease,
+             "--lease-duration", str(LEASE_DURATION), "--shards", str(shards)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )  # fmt: skip
         threading.Thread(target=self._pump, daemon=True).start()
-        self.identity = self.wait_for(f"lease {NAMESPACE}/{LEASE} as ").split(" as ")[1]
+        self.identity = self.wait_for(f"lease {NAMESPACE}/{lease} as ").split(" as ")[1]
         self.identity = self.identity.split(";")[0]
+        self.wait_for("watching")  # edits of FILE from here on are followed
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -154,6 +164,7 @@ class AuditWrite:
     name: str
     version: int
     holder: str | None  # Leases: the holderIdentity the write left
+    pool: str = ""  # ResourceSlices: the pool
 
 
 class AuditLog:
@@ -192,23 +203,26 @@ def _write_of(event: dict[str, Any]) -> AuditWrite | None:
         # A delete answers with the object as it was before: no position of its own.
         version=-1 if event["verb"] == "delete" else int(meta["resourceVersion"]),
         holder=(response.get("spec") or {}).get("holderIdentity") if resource == "leases" else None,
+        pool=((response.get("spec") or {}).get("pool") or {}).get("name", ""),
     )
 
 
-def writes_by_non_holders(writes: list[AuditWrite], identities: dict[str, str]) -> list[str]:
-    """Slice writes made while the Lease's last write did not name the writer holder."""
-    holder_user: str | None = None
+def writes_by_non_holders(
+    writes: list[AuditWrite],
+    identities: dict[str, str],
+    lease_of: Callable[[str], str | None] = lambda pool: LEASE if pool == POOL else None,
+) -> list[str]:
+    """Slice writes made while the last write of the Lease covering their pool
+    (``lease_of``; None: a pool not checked) did not name the writer its holder."""
+    holders: dict[str, str | None] = {}
     wrong = []
     for write in sorted(writes, key=lambda w: w.version):
-        if write.resource == "leases" and write.name == LEASE:
-            holder_user = identities.get(write.holder or "")
-        elif (
-            write.resource == "resourceslices"
-            and write.user in REPLICAS
-            and (write.version < 0 or write.user != holder_user)
-        ):
+        lease = lease_of(write.pool) if write.resource == "resourceslices" else None
+        if write.resource == "leases":
+            holders[write.name] = identities.get(write.holder or "")
+        elif lease is not None and (write.version < 0 or write.user != holders.get(lease)):
             wrong.append(f"{write.verb} {write.name} at {write.version} by {write.user} "
-                             f"while the lease named {holder_user}")  # fmt: skip
+                         f"while {lease} named {holders.get(lease)}")  # fmt: skip
     return wrong
 
 
@@ -370,14 +384,14 @@ def test_the_check_finds_a_write_by_a_replica_that_lost_the_lease() -> None:
         return AuditWrite(user, "leases", "update", LEASE, version, holder)
 
     def slice_write(version: int, user: str, verb: str = "update") -> AuditWrite:
-        return AuditWrite(user, "resourceslices", verb, "s", version, None)
+        return AuditWrite(user, "resourceslices", verb, "s", version, None, POOL)
 
     history = [lease(10, "id-b", "replica-1"), slice_write(11, "replica-1")]
     history += [lease(12, "id-a", "replica-0"), slice_write(13, "replica-0")]
     assert writes_by_non_holders(history, identities) == []
     late = slice_write(14, "replica-1")
     assert writes_by_non_holders([late, *history], identities) == [
-        "update s at 14 by replica-1 while the lease named replica-0"
+        f"update s at 14 by replica-1 while {LEASE} named replica-0"
     ]
     released = lease(15, "", "replica-0")
     assert (
@@ -389,3 +403,111 @@ def test_the_check_finds_a_write_by_a_replica_that_lost_the_lease() -> None:
         len(writes_by_non_holders([*history, slice_write(-1, "replica-0", "delete")], identities))
         == 1
     )
+
+
+SHARDED_DRIVER = "shards.example.com"
+SHARDED_LEASE = "ha-sharded"
+SHARDS = 12
+
+
+def sharded_pools(revision: int) -> dict[str, list[dict[str, Any]]]:
+    return {
+        f"sp-{i:03d}": [
+            {"name": f"dev-{j}", "attributes": {"revision": {"int": revision}}} for j in range(2)
+        ]
+        for i in range(120)
+    }
+
+
+def test_three_replicas_twelve_shards_one_killed(
+    audited_cluster: TestCluster, tmp_path: Path
+) -> None:
+    log: Path = audited_cluster.audit_log  # type: ignore[attr-defined]
+    audit = AuditLog(log)
+    path = tmp_path / "pools.yaml"
+    revision = 1
+
+    def write_pools() -> None:
+        pools = {name: {"devices": d} for name, d in sharded_pools(revision).items()}
+        path.write_text(yaml.safe_dump({"pools": pools}))
+
+    admin = audited_cluster.api_client("admin")
+    leases = kubernetes.client.CoordinationV1Api(admin)
+    slices_api = kubernetes.client.ResourceV1Api(admin)
+    observer = Observer(audited_cluster, SHARDED_DRIVER)
+    replicas: dict[str, Replica] = {}
+
+    def holders() -> Counter[str]:
+        """Live replicas (users) by the shards they hold, as the Leases say."""
+        listed = leases.list_namespaced_lease(NAMESPACE).items
+        names = {f"{SHARDED_LEASE}-shard-{i}" for i in range(SHARDS)}
+        by_identity = {r.identity: user for user, r in replicas.items()}
+        return Counter(
+            by_identity.get(lease.spec.holder_identity or "", "-")
+            for lease in listed
+            if lease.metadata.name in names
+        )
+
+    def problems_now() -> list[str]:
+        response = slices_api.list_resource_slice(
+            field_selector=f"spec.driver={SHARDED_DRIVER}", _preload_content=False
+        )
+        return problems(json.loads(response.data)["items"], sharded_pools(revision))
+
+    def balanced(users: set[str]) -> bool:
+        held = holders()
+        counts = [held.get(user, 0) for user in users]
+        return set(held) == users and sum(counts) == SHARDS and max(counts) - min(counts) <= 1
+
+    try:
+        write_pools()
+        for user in REPLICAS:
+            replicas[user] = Replica(
+                audited_cluster, user, path, SHARDED_DRIVER, SHARDED_LEASE, SHARDS
+            )
+        wait_until(lambda: balanced(set(REPLICAS)), TIMEOUT, describe=lambda: str(holders()))
+        wait_until(lambda: not problems_now(), TIMEOUT, describe=lambda: str(problems_now()))
+        assert sorted(holders().values()) == [4, 4, 4]
+
+        victim = replicas[REPLICAS[0]]
+        survivors = set(REPLICAS[1:])
+        mark = len(audit.read())
+        since = time.monotonic()
+        victim.kill()
+        revision += 1
+        write_pools()
+        wait_until(lambda: balanced(survivors), TIMEOUT, describe=lambda: str(holders()))
+        takeover = time.monotonic() - since
+        wait_until(lambda: not problems_now(), TIMEOUT, describe=lambda: str(problems_now()))
+        outcome = FaultOutcome(
+            "13e 3 replicas, 12 shards, 120 pools: one killed",
+            converged=True,
+            seconds=time.monotonic() - since,
+            writes=Counter(
+                f"{w.verb} {w.user}"
+                for w in audit.read()[mark:]
+                if w.resource == "resourceslices" and w.pool.startswith("sp-")
+            ),
+            duplicates=observer.max_duplicates,
+            takeover=takeover,
+        )
+        FAULT_TABLE.append(outcome)
+        print(outcome.row())
+        assert sorted(holders().values()) == [6, 6]
+        identities = {r.identity: user for user, r in replicas.items()}
+        wrong = writes_by_non_holders(
+            audit.read(),
+            identities,
+            lambda pool: (
+                f"{SHARDED_LEASE}-shard-{shard_of(pool, SHARDS)}"
+                if pool.startswith("sp-")
+                else None
+            ),
+        )
+        assert wrong == []
+        assert observer.max_duplicates == 0
+    finally:
+        for replica in replicas.values():
+            replica.close()
+        observer.close()
+        admin.close()
