@@ -53,6 +53,8 @@ def test_the_lease_is_the_drivers_in_the_contexts_namespace(tmp_path: Path) -> N
     )  # fmt: skip
     assert (given.namespace, given.name, given.lease_duration) == ("ns", "x", 3)
     assert given.renew_deadline == 2 and given.retry_period == pytest.approx(0.4)
+    assert given.shards == 1
+    assert election("--kubeconfig", str(config), "--shards", "12").shards == 12
 
 
 def test_in_a_pod_the_lease_is_in_the_pods_namespace(
@@ -74,6 +76,7 @@ def test_in_a_pod_the_lease_is_in_the_pods_namespace(
         (["--once"], "--once and --leader-elect"),
         (["--lease-duration", "1"], "must be whole seconds, at least 2"),
         (["--lease-duration", "2.5"], "must be whole seconds, at least 2"),
+        (["--shards", "0"], "must be a whole number, at least 1"),
     ],
 )
 def test_bad_leader_election_arguments(
@@ -82,10 +85,20 @@ def test_bad_leader_election_arguments(
     path = tmp_path / "pools.yaml"
     path.write_text("pools: {}\n")
     publish = ["publish", str(path), "--driver", "gpu.example.com", "--all-nodes"]
-    with pytest.raises(SystemExit) if "--lease-duration" in args else _nothing():
+    with pytest.raises(SystemExit) if args[0] != "--once" else _nothing():
         code = cli.main([*publish, "--leader-elect", *args, "--kubeconfig", "/nonexistent"])
         assert code == cli.EXIT_USAGE
     assert message in capsys.readouterr().err
+
+
+def test_shards_need_leader_election(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text("pools: {}\n")
+    code = cli.main(
+        ["publish", str(path), "--driver", "gpu.example.com", "--all-nodes", "--shards", "3"]
+    )
+    assert code == cli.EXIT_USAGE
+    assert "--shards needs --leader-elect" in capsys.readouterr().err
 
 
 class _nothing:
