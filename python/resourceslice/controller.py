@@ -702,7 +702,9 @@ def start_controller(
     :class:`LeaderElection`'s Lease; the others keep their view of the slices current and
     write nothing until they take the Lease, then sync every pool at once. ``is_leader()``
     says which this one is, and the error handler is told when it loses the Lease.
-    ``wait_synced``/``wait_idle`` of a standby wait until it leads and has synced.
+    ``wait_synced``/``wait_idle`` of a standby wait until it leads and has synced. With
+    ``shards`` > 1 each replica publishes the pools of the shards it holds (``is_leader()``:
+    at least one), and waits for those.
     """
     return Controller(
         api_client,
