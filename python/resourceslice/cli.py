@@ -618,6 +618,8 @@ class Publisher:
         if args.shards > 1 and not args.leader_elect:
             raise UserError("--shards needs --leader-elect")
         selection = selection_of(args)
+        # Before the first read: an edit that lands while FILE is being loaded is followed.
+        watch = FileWatch(args.file)
         loaded = load(args.file, args.driver, selection)
         election = leader_election_of(args) if args.leader_elect else None
         client = api_client(args.kubeconfig, args.context)
@@ -650,7 +652,7 @@ class Publisher:
                 elif not self._wait(controller, Stats(), planned, args.timeout):
                     return EXIT_FAILED
                 if not args.once:
-                    self._follow(controller, selection)
+                    self._follow(controller, selection, watch)
         return EXIT_OK
 
     def _owner(self, client: ApiClient) -> Owner | None:
@@ -716,10 +718,9 @@ class Publisher:
                 self.err.write(f"error: {why} ({done}/{planned} writes made)\n")
                 return False
 
-    def _follow(self, controller: Controller, selection: Selection) -> None:
+    def _follow(self, controller: Controller, selection: Selection, watch: FileWatch) -> None:
         """Keep publishing: reload FILE when it changes; keep the last good state if bad."""
         args = self.args
-        watch = FileWatch(args.file)
         self.say(f"watching {args.file} for changes (Ctrl-C to stop)")
         last = controller.stats()
         leading = False
