@@ -28,6 +28,7 @@ from resourceslice.controller import (
     start_controller,
 )
 from resourceslice.health import Health
+from resourceslice.leaderelection import LeaderElection, LeadershipLostError
 from resourceslice.types import (
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
@@ -69,6 +70,8 @@ __all__ = [
     "DroppedFieldsError",
     "ErrorHandler",
     "Health",
+    "LeaderElection",
+    "LeadershipLostError",
     "NodeAllocatableMapping",
     "NodeAllocatableOverhead",
     "NodeAllocatableResource",

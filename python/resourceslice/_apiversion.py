@@ -186,14 +186,24 @@ class SliceVersion:
         return _dumps(event)
 
 
+def _no_budget() -> None:
+    return None
+
+
 class ResourceSliceAPI:
     """ResourceSlice requests in the newest version the cluster serves, with v1 bodies.
 
-    Thread-safe: the informer and the controller's workers share one.
+    Thread-safe: the informer and the controller's workers share one. ``write_budget``, if
+    given, is asked just before each write is sent for the seconds it may take at most
+    (a leader's writes end before its lease could pass to another replica); it raises to
+    stop the write.
     """
 
-    def __init__(self, api_client: ApiClient) -> None:
+    def __init__(
+        self, api_client: ApiClient, write_budget: Callable[[], float | None] | None = None
+    ) -> None:
         self._client = api_client
+        self._write_budget = write_budget or _no_budget
         self._lock = threading.Lock()
         self._current: SliceVersion | None = None
 
@@ -250,14 +260,22 @@ class ResourceSliceAPI:
     def create(self, body: bytes) -> bytes:
         """POST a v1 body; the stored object as v1."""
         v = self.current()
-        data = self._call(v, lambda: send_json(self._client, "POST", v.path, v.to_served(body)))
+        data = self._call(
+            v,
+            lambda: send_json(
+                self._client, "POST", v.path, v.to_served(body), self._write_budget()
+            ),
+        )
         return v.object_to_v1(data)
 
     def update(self, name: str, body: bytes) -> bytes:
         """PUT a v1 body; the stored object as v1."""
         v = self.current()
         data = self._call(
-            v, lambda: send_json(self._client, "PUT", f"{v.path}/{name}", v.to_served(body))
+            v,
+            lambda: send_json(
+                self._client, "PUT", f"{v.path}/{name}", v.to_served(body), self._write_budget()
+            ),
         )
         return v.object_to_v1(data)
 
@@ -273,7 +291,12 @@ class ResourceSliceAPI:
         included)."""
         v = self.current()
         options = delete_options(uid, resource_version)
-        data = self._call(v, lambda: send_json(self._client, "DELETE", f"{v.path}/{name}", options))
+        data = self._call(
+            v,
+            lambda: send_json(
+                self._client, "DELETE", f"{v.path}/{name}", options, self._write_budget()
+            ),
+        )
         return v.object_to_v1(data)
 
     def list(self, field_selector: str) -> bytes:

@@ -86,12 +86,14 @@ def request(
     body: bytes | None = None,
     stream: bool = False,
     timeout: tuple[float, float] | None = None,
+    total: float | None = None,
 ) -> Any:
     """``method`` ``path``; the urllib3 response, or ApiException if the status is not 2xx.
 
     With ``stream`` the body is left unread, to be read in chunks (a watch); hand the
     connection back with ``release_conn()``. Otherwise the body is in ``.data``.
-    ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`.
+    ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`; ``total``:
+    seconds for the whole request besides (a leader's write must be over by its deadline).
     """
     connect, read = timeout or REQUEST_TIMEOUT
     configuration = api_client.configuration
@@ -116,7 +118,7 @@ def request(
         url,
         body=body,
         headers=headers,
-        timeout=urllib3.Timeout(connect=connect, read=read),
+        timeout=urllib3.Timeout(connect=connect, read=read, total=total),
         preload_content=not stream,
     )
     if not 200 <= response.status <= 299:
@@ -166,9 +168,14 @@ def read_body(response: Any) -> bytes:
     return data
 
 
-def send_json(api_client: ApiClient, method: str, path: str, body: bytes) -> bytes:
-    """``method`` ``path`` with JSON ``body``; the response body, or ApiException if not 2xx."""
-    data: bytes = request(api_client, method, path, body=body).data
+def send_json(
+    api_client: ApiClient, method: str, path: str, body: bytes, total: float | None = None
+) -> bytes:
+    """``method`` ``path`` with JSON ``body``; the response body, or ApiException if not 2xx.
+
+    ``total``: at most that many seconds for the whole request.
+    """
+    data: bytes = request(api_client, method, path, body=body, total=total).data
     return data
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from resourceslice import metrics
     from resourceslice._core import Desired, Plan, SliceRecord
     from resourceslice.controller import Controller
+    from resourceslice.leaderelection import LeaderElection
 else:
     from resourceslice._backend import core
 
@@ -53,6 +54,9 @@ MAX_SLICE_BYTES = 1 << 20
 
 #: In a pool name, replaced by ``--node``.
 NODE_PLACEHOLDER = "{node}"
+
+#: The namespace of a Pod's service account: the Lease's, when none is given in-cluster.
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 _POOL_KEYS = ("allNodes", "devices", "generation", "nodeSelector", "slices")
 _SLICE_KEYS = ("devices", "perDeviceNodeSelection", "sharedCounters")
@@ -588,8 +592,15 @@ class Publisher:
         import resourceslice
 
         args = self.args
+        if args.leader_elect and args.once:
+            raise UserError("--once and --leader-elect: a standby would never be done")
+        if args.shards > 1 and not args.leader_elect:
+            raise UserError("--shards needs --leader-elect")
         selection = selection_of(args)
+        # Before the first read: an edit that lands while FILE is being loaded is followed.
+        watch = FileWatch(args.file)
         loaded = load(args.file, args.driver, selection)
+        election = leader_election_of(args) if args.leader_elect else None
         client = api_client(args.kubeconfig, args.context)
         with client, self._serving() as server:
             owner = self._owner(client)
@@ -609,14 +620,20 @@ class Publisher:
                 # half-started driver to protect: repair drift and stale pools at once.
                 sync_delay=0.0,
                 error_handler=self.on_error,
+                leader_election=election,
             )
             if server is not None:
                 server.add(controller)
             with controller:
-                if not self._wait(controller, Stats(), planned, args.timeout):
+                if election is not None:
+                    self.say(
+                        f"leader election: lease {election.namespace}/{election.name} "
+                        f"as {election.identity}; standby until it holds the lease"
+                    )
+                elif not self._wait(controller, Stats(), planned, args.timeout):
                     return EXIT_FAILED
                 if not args.once:
-                    self._follow(controller, selection)
+                    self._follow(controller, selection, watch)
         return EXIT_OK
 
     @contextlib.contextmanager
@@ -686,6 +703,8 @@ class Publisher:
         started = time.monotonic()
         deadline = started + timeout
         while True:
+            if not controller.is_leader():
+                return False  # lost the lease: _follow says so
             in_sync = controller.wait_idle(0.2)
             stats = controller.stats()  # after the wait: it may have ended with the last write
             done = _writes(stats) - _writes(before)
@@ -706,13 +725,22 @@ class Publisher:
                     self.err.write(f"  pool {pool}: {error}\n")
                 return False
 
-    def _follow(self, controller: Controller, selection: Selection) -> None:
+    def _follow(self, controller: Controller, selection: Selection, watch: FileWatch) -> None:
         """Keep publishing: reload FILE when it changes; keep the last good state if bad."""
         args = self.args
-        watch = FileWatch(args.file)
         self.say(f"watching {args.file} for changes (Ctrl-C to stop)")
         last = controller.stats()
+        leading = False
         while not self.stop.wait(args.interval):
+            if self.args.leader_elect and controller.is_leader() != leading:
+                leading = not leading
+                if leading:
+                    # From `last`: the first writes may be made before this loop noticed.
+                    self.say("took the lease: publishing")
+                    self._wait(controller, last, 0, args.timeout)
+                else:
+                    self.say("lost the lease: standby, writing nothing")
+                last = controller.stats()
             if watch.changed():
                 try:
                     loaded = load(args.file, args.driver, selection)
@@ -723,7 +751,8 @@ class Publisher:
                 self.say(f"{args.file} changed: {totals_of(first_plans(loaded, args.node))}")
                 before = controller.stats()
                 controller.update(loaded.resources)
-                self._wait(controller, before, 0, args.timeout)
+                if controller.is_leader():
+                    self._wait(controller, before, 0, args.timeout)
                 last = controller.stats()
             stats = controller.stats()
             if _writes(stats) != _writes(last):
@@ -804,6 +833,45 @@ def selection_of(args: argparse.Namespace) -> Selection:
     return Selection(node=args.node, all_nodes=args.all_nodes, node_selector=selector)
 
 
+def leader_election_of(args: argparse.Namespace) -> LeaderElection:
+    """``--leader-elect``'s Lease: one per driver (and node), in the namespace of the Pod,
+    else of the kubeconfig's context, else ``default``."""
+    from resourceslice.leaderelection import LeaderElection, default_identity
+
+    name = args.lease_name or f"resourceslice-{args.driver}" + (
+        f"-{args.node}" if args.node else ""
+    )
+    namespace = args.lease_namespace or _current_namespace(args)
+    return LeaderElection(
+        namespace,
+        name,
+        identity=default_identity(),
+        lease_duration=args.lease_duration,
+        renew_deadline=args.lease_duration * 2 / 3,
+        retry_period=args.lease_duration * 2 / 15,
+        shards=args.shards,
+    )
+
+
+def _current_namespace(args: argparse.Namespace) -> str:
+    paths = kubeconfig_paths(args.kubeconfig)
+    if paths is None:
+        with contextlib.suppress(OSError):
+            return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+        return "default"
+    import kubernetes.config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        contexts, active = kubernetes.config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=paths
+        )
+    except (ConfigException, OSError) as exc:
+        raise UserError(f"kubeconfig {paths}: {exc}") from None
+    chosen = next((c for c in contexts if c["name"] == args.context), active)
+    return str((chosen or {}).get("context", {}).get("namespace") or "default")
+
+
 def _positive(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -823,6 +891,18 @@ def _version() -> str:
     import resourceslice
 
     return f"resourceslice {resourceslice.__version__} (core: {resourceslice.core_backend()})"
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, at least 1, not {text}")
+    return int(text)
+
+
+def _whole_seconds(text: str) -> int:
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"must be whole seconds, at least 2, not {text}")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -881,6 +961,42 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="serve Prometheus /metrics and /healthz, /livez, /readyz here "
         "(needs resourceslice[metrics])",
+
+
+    election = publish.add_argument_group(
+        "leader election", "several replicas: the one holding a Lease publishes"
+    )
+    election.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="publish only while holding the Lease (coordination.k8s.io/v1); not with --once",
+    )
+    election.add_argument(
+        "--lease-namespace",
+        metavar="NS",
+        help="the Lease's namespace (default: the Pod's, else the kubeconfig context's, "
+        "else default)",
+    )
+    election.add_argument(
+        "--lease-name",
+        metavar="NAME",
+        help="the Lease's name (default: resourceslice-DRIVER, -NODE appended with --node)",
+    )
+    election.add_argument(
+        "--lease-duration",
+        type=_whole_seconds,
+        default=15,
+        metavar="SECONDS",
+        help="how long a standby waits for a silent leader before taking over (15); the "
+        "leader renews every 2/15 of it and stops writing 2/3 of it after its last renewal",
+    )
+    election.add_argument(
+        "--shards",
+        type=_at_least_one,
+        default=1,
+        metavar="K",
+        help="split the pools into K shards, a Lease each (NAME-shard-I), spread over the "
+        "replicas (1: one leader publishes every pool)",
     )
     publish.set_defaults(run=cmd_publish)
 

@@ -31,7 +31,9 @@ from resourceslice.api import (
 )
 from resourceslice.health import Health, ObservedSliceAPI, Observer, Snapshot
 from resourceslice.informer import SliceInformer, field_selector
+from resourceslice.leaderelection import LeaderElection, LeaderElector, NotLeaderError
 from resourceslice.mutation_cache import MutationCache, not_older
+from resourceslice.sharding import ShardedElector
 from resourceslice.store import SliceStore
 from resourceslice.workqueue import Clock, MonotonicClock, TokenBucket, WorkQueue
 
@@ -110,6 +112,7 @@ class Controller:
         workers: int = DEFAULT_WORKERS,
         max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
         clock: Clock | None = None,
+        leader_election: LeaderElection | None = None,
     ) -> None:
         if owner is not None and not isinstance(owner, Owner):
             raise TypeError(f"owner must be an Owner, not {type(owner).__name__}")
@@ -156,14 +159,29 @@ class Controller:
         self._observer = Observer()
 
         self._client = api_client
+        self._elector: LeaderElector | ShardedElector | None = None
         if api_client is None:
             return
         clock = self._clock = clock or MonotonicClock()
+        if leader_election is not None:
+            elector = ShardedElector if leader_election.shards > 1 else LeaderElector
+            self._elector = elector(
+                api_client,
+                leader_election,
+                on_change=self._on_leadership,
+                on_error=self._report,
+                clock=clock,
+            )
+        # The pool each worker thread is syncing: a sharded controller's write budget is
+        # that of the pool's shard.
+        self._syncing = threading.local()
         # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
         # that is overloaded, so no pool writes before then, whatever queued it.
         self._quiet_until = 0.0
         # In the newest resource.k8s.io version the cluster serves, shared with the informer.
-        self._slices = ObservedSliceAPI(api_client, self._observer)
+        self._slices = ObservedSliceAPI(
+            api_client, self._observer, None if self._elector is None else self._write_budget
+        )
         self._write_tokens = (
             None
             if max_writes_per_second is None
@@ -197,6 +215,8 @@ class Controller:
         self._informer.start()
         for worker in self._workers:
             worker.start()
+        if self._elector is not None:
+            self._elector.start()
 
     # -- public ---------------------------------------------------------------------------
 
@@ -240,7 +260,7 @@ class Controller:
         with self._lock:
             return (
                 self._lock.wait_for(
-                    lambda: self._stopped or (self._ready and not self._dirty), timeout
+                    lambda: self._stopped or (self._ready and self._synced_locked()), timeout
                 )
                 and not self._stopped
             )
@@ -282,6 +302,30 @@ class Controller:
     @property
     def driver(self) -> str:
         return self._driver
+
+    def is_leader(self) -> bool:
+        """Whether this controller may write now: it holds its Lease (see
+        :class:`LeaderElection`; sharded: at least one shard's), or runs without leader
+        election. False when inactive or stopped."""
+        if self._client is None or self._stopped:
+            return False
+        return self._elector is None or self._elector.is_leader()
+
+    def _may_sync(self, pool: str) -> bool:
+        if self._stopped:
+            return False
+        return self._elector is None or self._elector.holds(pool)
+
+    def _synced_locked(self) -> bool:
+        """No pool this controller publishes is dirty (a standby publishes none; a sharded
+        controller those of the shards it holds)."""
+        if self._elector is None:
+            return not self._dirty
+        return self._elector.is_leader() and not any(map(self._elector.holds, self._dirty))
+
+    def _write_budget(self) -> float:
+        assert self._elector is not None
+        return self._elector.write_budget(getattr(self._syncing, "pool", None))
 
     def stats(self) -> Stats:
         with self._lock:
@@ -336,6 +380,8 @@ class Controller:
         for worker in self._workers:
             if worker is not current:
                 worker.join()
+        if self._elector is not None:
+            self._elector.stop()  # after the last write: a successor may take over at once
 
     def __enter__(self) -> Controller:
         return self
@@ -444,13 +490,18 @@ class Controller:
                 return
             started = time.monotonic()
             try:
+                if not self._may_sync(pool):
+                    continue  # a standby: the pool stays dirty; taking the lease queues it
                 quiet = self._quiet_until - self._clock.now()
                 if quiet > 0:
                     self._queue.add_after(pool, quiet)
                     continue
+                self._syncing.pool = pool
                 self._sync(pool)
             except (KeyboardInterrupt, SystemExit):
                 raise
+            except NotLeaderError:
+                pass  # the lease ran out mid-sync; told by the elector, synced on taking it back
             except BaseException as exc:
                 self._observer.sync_done(pool, time.monotonic() - started, exc)
                 # BaseException: PyO3's PanicException (a bug in the Rust core) is one, and
@@ -521,8 +572,8 @@ class Controller:
                     return
                 plan = window(plan.next_write)
                 self._write(pool, plan, version)
-        if self._stopped:
-            return  # a write was skipped: the pool is not synced
+        if not self._may_sync(pool):
+            return  # a write was skipped (stopped, or the lease ran out): not synced
         if writes and not redundant:
             creates, updates, deletes = writes
             log.info(
@@ -570,7 +621,7 @@ class Controller:
 
     def _delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
         for name, uid, resource_version in deletes:
-            if not self._may_write():
+            if not self._may_write(pool):
                 return
             left: SliceRecord | None = None
             try:
@@ -593,14 +644,14 @@ class Controller:
     def _write(self, pool: str, plan: Plan, version: int) -> None:
         """The updates and creates of ``plan``'s window."""
         for name, body in plan.updates:
-            if not self._may_write():
+            if not self._may_write(pool):
                 return
             response = self._slices.update(name, body)
             self._count("updates")
             self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
         taken: list[str] = []
         for body in plan.creates:
-            if not self._may_write():
+            if not self._may_write(pool):
                 return
             sent = core.decode_slice(body)
             try:
@@ -638,14 +689,38 @@ class Controller:
         ):
             self._mutations.stored(record)
 
-    def _may_write(self) -> bool:
-        """Wait for a write token; False when the controller stopped (write nothing more)."""
+    def _may_write(self, pool: str) -> bool:
+        """Wait for a write token; False when the controller stopped or may not write
+        ``pool`` (not the leader): write nothing more."""
         if self._write_tokens is not None and not self._stopped:
             with self._write_tokens_lock:
                 wait = self._write_tokens.when()
             if wait > 0:
                 self._stopping.wait(wait)
-        return not self._stopped
+        return self._may_sync(pool)
+
+    def _on_leadership(self, leading: bool, covers: Callable[[str], bool] | None = None) -> None:
+        """Taking the lease (or a shard's: the pools ``covers`` selects) is like an update()
+        of its pools: other replicas wrote while this one waited, and it syncs them at once.
+        Losing it leaves them unsynced as far as this replica knows (a sync cut short must
+        not count)."""
+        with self._lock:
+            self._version += 1
+            pools = {p for p in self._desired_pools if covers is None or covers(p)}
+            for pool in pools:
+                self._pool_versions[pool] = self._version
+            self._dirty.update(pools)
+            if leading:
+                # The other leaders' writes are not conflicts.
+                for name in list(self._own_versions):
+                    record = self._store.get(name)
+                    if covers is None or record is None or covers(record.pool):
+                        del self._own_versions[name]
+            self._lock.notify_all()
+        if leading:
+            stored = self._store.pool_names()
+            for pool in sorted(p for p in self._desired_pools | stored if not covers or covers(p)):
+                self._queue.add(pool)
 
     def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
         self._informer.retry_now()  # the server is up: an informer waiting to relist need not
@@ -742,6 +817,7 @@ def start_controller(
     update_interval: float = DEFAULT_UPDATE_INTERVAL,
     workers: int = DEFAULT_WORKERS,
     max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
+    leader_election: LeaderElection | None = None,
 ) -> Controller:
     """Start publishing ``resources`` of ``driver`` as ResourceSlices, in the background.
 
@@ -758,6 +834,14 @@ def start_controller(
     ``workers``: how many pools are synced at once (one pool never by two at a time).
     ``max_writes_per_second``: all writes of this controller together, with a burst of two
     seconds' worth; None for no client-side limit (the apiserver's 429s still apply).
+
+    ``leader_election``: one of several replicas publishes, the one holding the
+    :class:`LeaderElection`'s Lease; the others keep their view of the slices current and
+    write nothing until they take the Lease, then sync every pool at once. ``is_leader()``
+    says which this one is, and the error handler is told when it loses the Lease.
+    ``wait_synced``/``wait_idle`` of a standby wait until it leads and has synced. With
+    ``shards`` > 1 each replica publishes the pools of the shards it holds (``is_leader()``:
+    at least one), and waits for those.
     """
     return Controller(
         api_client,
@@ -772,4 +856,5 @@ def start_controller(
         update_interval=update_interval,
         workers=workers,
         max_writes_per_second=max_writes_per_second,
+        leader_election=leader_election,
     )

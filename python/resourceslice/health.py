@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -188,8 +188,13 @@ class Observer:
 class ObservedSliceAPI(ResourceSliceAPI):
     """The controller's ResourceSlice requests, its writes counted by verb and outcome."""
 
-    def __init__(self, api_client: ApiClient, observer: Observer) -> None:
-        super().__init__(api_client)
+    def __init__(
+        self,
+        api_client: ApiClient,
+        observer: Observer,
+        write_budget: Callable[[], float | None] | None = None,
+    ) -> None:
+        super().__init__(api_client, write_budget)
         self._observer = observer
 
     def create(self, body: bytes) -> bytes:

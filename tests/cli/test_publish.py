@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -20,7 +21,7 @@ import yaml
 
 import resourceslice
 from resourceslice import cli
-from resourceslice.testing import TestCluster
+from resourceslice.testing import TestCluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -281,3 +282,41 @@ def test_publish_follows_the_file_and_keeps_the_last_good_state(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_an_edit_while_the_file_is_loaded_is_followed(
+    tmp_path: Path,
+    kubeconfig: str,
+    resource_api: kubernetes.client.ResourceV1Api,
+    driver: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FILE changes right after publish read it (a ConfigMap update as the Pod starts): the
+    edit is published, not lost to a watch that took the edited file as its baseline."""
+    path = tmp_path / "fabric.yaml"
+    path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": [device(0)]}}}))
+    edited = yaml.safe_dump({"pools": {"fabric": {"devices": [device(0), device(1)]}}})
+    first_load = cli.load
+
+    def load_then_edit(*args: Any) -> Any:
+        loaded = first_load(*args)
+        if path.read_text() != edited:
+            path.write_text(edited)
+        return loaded
+
+    monkeypatch.setattr(cli, "load", load_then_edit)
+    args = cli.build_parser().parse_args(
+        ["publish", str(path), "--driver", driver, "--all-nodes", "--interval", "0.05",
+         "--kubeconfig", kubeconfig]
+    )  # fmt: skip
+    publisher = cli.Publisher(args, io.StringIO(), io.StringIO())
+    runner = threading.Thread(target=publisher.run)
+    runner.start()
+    try:
+        wait_until(
+            lambda: [len(s["spec"]["devices"]) for s in slices(resource_api, driver)] == [2],
+            TIMEOUT,
+        )
+    finally:
+        publisher.stop.set()
+        runner.join(TIMEOUT)

@@ -12,7 +12,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     terminalreporter.write_sep("=", "fault table")
     terminalreporter.write_line(
-        f"{'fault':<48} | converged | time      | {'writes':<26} | duplicates seen"
+        f"{'fault':<48} | converged | time      | {'writes':<26} | duplicates seen | takeover"
     )
     for outcome in FAULT_TABLE:
         terminalreporter.write_line(outcome.row())

@@ -32,13 +32,16 @@ class FaultOutcome:
     seconds: float
     writes: Mapping[str, int]
     duplicates: int
+    #: Leader election: seconds from the fault until another replica held the Lease.
+    takeover: float | None = None
 
     def row(self) -> str:
         writes = ", ".join(f"{m} {n}" for m, n in sorted(self.writes.items())) or "none"
+        takeover = "" if self.takeover is None else f" | {self.takeover:.2f} s"
         return (
             f"{self.fault:<48} | {'yes' if self.converged else 'NO':<9} | "
-            f"{self.seconds:7.2f} s | {writes:<26} | {self.duplicates}"
-        )
+            f"{self.seconds:7.2f} s | {writes:<26} | {self.duplicates:<15}{takeover}"
+        ).rstrip()
 
 
 #: Filled by the tests, printed by conftest.py at the end of the session.
@@ -187,11 +190,12 @@ class Run:
         since: float,
         *others: rs.Controller,
         counters: Sequence[RequestCounter] = (),
+        path: str = "",
     ) -> FaultOutcome:
         """Wait for convergence (of ``others`` too), record the row and check it.
 
-        Writes: of ``counters``, or else of the environment's current counter. Exact, and no
-        duplicates seen, ever.
+        Writes: of ``counters``, or else of the environment's current counter, to paths
+        containing ``path``. Exact, and no duplicates seen, ever.
         """
         for each in (ctrl, *others):
             settle(each, self.env, wanted)
@@ -199,7 +203,9 @@ class Run:
             self.fault,
             converged=not problems(self.env.slices(), wanted),
             seconds=time.monotonic() - since,
-            writes=sum((Counter(c.writes()) for c in counters or [self.env.counter]), Counter()),
+            writes=sum(
+                (Counter(c.writes(path)) for c in counters or [self.env.counter]), Counter()
+            ),
             duplicates=self.observer.max_duplicates,
         )
         FAULT_TABLE.append(outcome)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
+import kubernetes.client
 import pytest
 
 import resourceslice as rs
@@ -17,7 +19,7 @@ from integration.controller_env import ControllerEnv, device, driver_name, node_
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 
-from .faults import Run, settle
+from .faults import FAULT_TABLE, Run, settle
 
 pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
@@ -163,3 +165,57 @@ def test_two_controllers_different_desired_states(run: Run) -> None:
 
 def writes(*counters: RequestCounter) -> int:
     return sum(sum(c.writes().values()) for c in counters)
+
+
+def test_two_controllers_different_desired_states_leader_elected(
+    run: Run, kube_client: kubernetes.client.ApiClient
+) -> None:
+    """5b with leader election: the standby writes nothing, whatever it wants; when the
+    leader stops, the standby takes over at once and publishes its own state."""
+    env = run.env
+    run.fault = "5b two controllers, leader election: one writer"
+    lease = env.driver.replace(".", "-")
+    # Long enough that a loaded machine does not make the leader miss its renewals.
+    election = rs.LeaderElection(
+        "default", lease, lease_duration=6, renew_deadline=4, retry_period=0.5
+    )
+    one = [device(i) for i in range(10)]
+    two = [device(i, attributes={"index": {"int": -i}}) for i in range(10)]
+    leases = kubernetes.client.CoordinationV1Api(kube_client)
+    since = time.monotonic()
+    first_counter = env.counter
+    first = env.start_synced(
+        node_pools(**{NODE: rs.Pool(devices=one)}), leader_election=election, **FAST
+    )
+    second_counter = env.new_counter()
+    second = env.start(node_pools(**{NODE: rs.Pool(devices=two)}), leader_election=election, **FAST)
+    # Several renewals of the Lease, each a chance to fight: unfought, 5b makes 8 writes in
+    # 3 sync_delays, and this lasts at least 4 renewals of 0.5 s (4 sync_delays).
+    renewals: set[str] = set()
+
+    def renewed() -> bool:
+        renewals.add(str(leases.read_namespaced_lease(lease, "default").spec.renew_time))
+        return len(renewals) > 4
+
+    wait_until(renewed)
+    assert first.is_leader() and not second.is_leader()
+    assert second_counter.writes("resourceslices") == {}
+    counters = [first_counter, second_counter]
+    outcome = run.finish(first, {NODE: one}, since, counters=counters, path="resourceslices")
+    assert outcome.writes == {"POST": 1}
+    assert second_counter.writes("resourceslices") == {}
+    assert not [e for e, _ in env.errors if isinstance(e, rs.ConflictingWriterError)]
+
+    # The leader stops: it releases the Lease, and the standby takes over without waiting
+    # for it to expire.
+    run.fault = "5c leader stops: the standby takes over at once"
+    since = time.monotonic()
+    first.stop()
+    wait_until(second.is_leader)
+    takeover = time.monotonic() - since
+    outcome = run.finish(
+        second, {NODE: two}, since, counters=[second_counter], path="resourceslices"
+    )
+    FAULT_TABLE[-1] = replace(outcome, takeover=takeover)
+    assert outcome.writes == {"PUT": 1}
+    leases.delete_namespaced_lease(lease, "default")

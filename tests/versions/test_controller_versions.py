@@ -30,6 +30,10 @@ from integration.test_controller import (  # the scenarios, each run here on eve
     test_server_rejection_reported_other_pools_publish,
     test_unchanged_update_makes_no_writes,
 )
+from integration.test_leaderelection import (
+    lease_name,  # noqa: F401  (a fixture)
+    test_controllers_standby_writes_nothing_and_takes_over_on_stop,
+)
 from resourceslice._apiversion import SliceVersion
 from resourceslice.testing import TestCluster, wait_until
 
@@ -38,6 +42,7 @@ from .conftest import on_each_target
 pytestmark = [pytest.mark.integration, on_each_target]
 
 __all__ = [
+    "test_controllers_standby_writes_nothing_and_takes_over_on_stop",
     "test_create",
     "test_device_added_removed_changed",
     "test_explicit_slices_generation_rules",

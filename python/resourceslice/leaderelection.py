@@ -1,0 +1,445 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, as client-go's ``leaderelection``.
+
+Several replicas of a central publisher run one controller each; the replica that holds the
+Lease writes, the others keep their informers warm and write nothing. The Lease is the only
+shared state, and every change of it is an optimistic-concurrency update (the
+``resourceVersion`` of the Lease read or written last), so two candidates can never both
+believe they took it.
+
+Time is judged as client-go judges it: a candidate never compares the Lease's timestamps
+with its own clock (clocks of two machines disagree); it notes *when it saw* the Lease
+change, on its own monotonic clock, and takes the Lease only once it has stayed unchanged
+for ``leaseDurationSeconds`` since. The holder, for its part, counts from the moment it
+*sent* its last successful renewal, which is before anyone could have seen it: it writes
+until ``renew_deadline`` after that, no later, and every write it sends must be answered by
+then (the request's own timeout). ``lease_duration - renew_deadline`` is the margin for a
+write the server is still processing and for clocks that run at slightly different rates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from resourceslice._http import REQUEST_TIMEOUT, request
+from resourceslice.workqueue import Clock, MonotonicClock
+
+log = logging.getLogger("resourceslice")
+
+#: client-go's: a candidate waits ``retry_period`` times 1 to 2.2 between attempts, so
+#: candidates started together do not keep colliding.
+JITTER_FACTOR = 1.2
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Leader election for :func:`resourceslice.start_controller` (client-go's defaults).
+
+    ``namespace``/``name``: the Lease, created if missing. ``identity``: this replica's name
+    in the Lease (``holderIdentity``); unique per replica, by default the host name (a Pod's
+    name) and a random suffix. ``lease_duration``: whole seconds a standby waits after the
+    last renewal it saw before taking over. ``renew_deadline``: seconds after the last
+    successful renewal the leader stops writing if it could not renew since; less than
+    ``lease_duration``, so it stops before anyone may take over. ``retry_period``: seconds
+    between renewals, and (with jitter) between a standby's attempts. ``shards``: more than
+    one splits the pools into that many shards, each a Lease of its own
+    (``<name>-shard-<i>``), spread over the replicas (see :mod:`resourceslice.sharding`).
+    """
+
+    namespace: str
+    name: str
+    identity: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    shards: int = 1
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{field} must not be empty"
+            for field in ("namespace", "name")
+            if not getattr(self, field)
+        ]
+        if self.identity is not None and not self.identity:
+            problems.append("identity must not be empty (None picks one)")
+        if not (self.lease_duration >= 1 and float(self.lease_duration).is_integer()):
+            problems.append(
+                f"lease_duration must be whole seconds, at least 1 (the Lease holds whole "
+                f"seconds), not {self.lease_duration}"
+            )
+        if not 0 < self.renew_deadline < self.lease_duration:
+            problems.append(
+                f"renew_deadline ({self.renew_deadline}) must be positive and less than "
+                f"lease_duration ({self.lease_duration})"
+            )
+        if not 0 < self.retry_period * JITTER_FACTOR < self.renew_deadline:
+            problems.append(
+                f"retry_period ({self.retry_period}) must be positive and less than "
+                f"renew_deadline / {JITTER_FACTOR} ({self.renew_deadline / JITTER_FACTOR:g})"
+            )
+        if isinstance(self.shards, bool) or not isinstance(self.shards, int) or self.shards < 1:
+            problems.append(f"shards must be a whole number, at least 1, not {self.shards!r}")
+        if problems:
+            raise ValueError("LeaderElection: " + "; ".join(problems))
+
+
+class LeadershipLostError(RuntimeError):
+    """Told to the error handler: this replica held the Lease and no longer does.
+
+    It stopped writing at once; it stays a standby and takes the Lease again when it can.
+    """
+
+    def __init__(self, lease: str, identity: str, why: str) -> None:
+        super().__init__(f"lease {lease}: {identity} is no longer the leader: {why}")
+        self.lease = lease
+        self.identity = identity
+
+
+class NotLeaderError(RuntimeError):
+    """A write was about to be sent by a replica that does not hold the Lease (any more)."""
+
+
+def default_identity() -> str:
+    """The host name (in a Pod, the Pod's name) and a random suffix, as client-go users do."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def _micro_time() -> str:
+    """Now as a ``MicroTime``: informational only, nobody's expiry depends on it."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Takes and holds one Lease for this replica, in a thread of its own.
+
+    ``on_change(leading)`` is called (on the elector's thread) when this replica becomes the
+    leader or stops being it; ``on_error`` is told of failed Lease requests (once per
+    distinct failure until one succeeds) and of lost leadership (:class:`LeadershipLostError`).
+    :meth:`remaining` is what a write checks just before it is sent.
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        config: LeaderElection,
+        *,
+        on_change: Callable[[bool], None],
+        on_error: Callable[[BaseException, str], None],
+        clock: Clock | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self._labels = labels
+        self.identity = config.identity or default_identity()
+        self.lease = f"{config.namespace}/{config.name}"
+        self._client = api_client
+        self._clock = clock or MonotonicClock()
+        self._on_change = on_change
+        self._on_error = on_error
+        self._collection = (
+            f"/apis/coordination.k8s.io/v1/namespaces/{quote(config.namespace, safe='')}/leases"
+        )
+        self._path = f"{self._collection}/{quote(config.name, safe='')}"
+        # One Lease request is given at most the renew deadline: a hung request must not
+        # keep a standby from trying again, nor a leader from noticing it lost.
+        self._timeout = (REQUEST_TIMEOUT[0], min(REQUEST_TIMEOUT[1], config.renew_deadline))
+        self._lock = threading.Lock()
+        # The Lease as last read or written (its resourceVersion is the precondition of the
+        # next update), its spec, and when (our clock) that spec was first seen.
+        self._lease: dict[str, Any] | None = None
+        self._observed: dict[str, Any] | None = None
+        self._observed_at = 0.0
+        # Until when this replica may write (our clock); None when it is not the leader.
+        self._leading_until: float | None = None
+        # The end of the last write budget handed out: a Lease given up is released only
+        # after it, when no write under it can still be in flight.
+        self._budget_until = 0.0
+        self._release_pending = False
+        self._last_problem: str | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- what the controller asks ---------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self.remaining() > 0
+
+    def holds(self, pool: str) -> bool:
+        """Whether this replica may write ``pool`` (any pool: the Lease covers them all)."""
+        return self.is_leader()
+
+    def remaining(self) -> float:
+        """Seconds this replica may still write (0 when it is not the leader)."""
+        with self._lock:
+            until = self._leading_until
+        return 0.0 if until is None else max(0.0, until - self._clock.now())
+
+    def write_budget(self, pool: str | None = None) -> float:
+        """The whole time a write (of ``pool``) about to be sent may take; NotLeaderError if
+        this replica may not send it."""
+        with self._lock:
+            now = self._clock.now()
+            until = self._leading_until
+            if until is None or until <= now:
+                raise NotLeaderError(f"{self.identity} does not hold lease {self.lease}")
+            self._budget_until = max(self._budget_until, until)
+            return until - now
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="resourceslice-leader-election", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop trying, and give the Lease up if this replica holds it, so that a standby
+        takes over at once instead of after ``lease_duration``. Call it once this replica's
+        writes are over."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        with self._lock:
+            self._leading_until = None
+        try:
+            self._release()
+        except (ApiException, HTTPError, OSError) as exc:
+            self._on_error(exc, f"leader election: releasing lease {self.lease}")
+
+    def give_up(self) -> None:
+        """Stop leading now (a share rebalanced); the Lease is handed back by
+        :meth:`release_if_due` once no write of ours can still be in flight."""
+        with self._lock:
+            if self._leading_until is None:
+                return
+            self._leading_until = None
+            self._release_pending = True
+        log.info("leader election: %s gives lease %s back", self.identity, self.lease)
+        self._on_change(False)
+
+    def release_if_due(self) -> None:
+        with self._lock:
+            due = self._release_pending and self._clock.now() >= self._budget_until
+            self._release_pending = self._release_pending and not due
+        if due:
+            self._release()
+
+    def observe(self, lease: dict[str, Any]) -> None:
+        """``lease`` as listed by someone else: noted as a read of our own would be."""
+        self._store(lease)
+
+    def live_holder(self) -> str:
+        """Who holds the Lease, as last seen, unless it expired since; "" if nobody."""
+        return "" if self._expired() else self._holder()
+
+    def is_free(self) -> bool:
+        """Whether an attempt to take the Lease could succeed (as far as we have seen)."""
+        with self._lock:
+            if self._release_pending:
+                return False
+        return not self.live_holder()
+
+    def _run(self) -> None:
+        log.info("leader election: %s is a candidate for lease %s", self.identity, self.lease)
+        retry = self.config.retry_period
+        while not self._stopping.is_set():
+            if self.try_acquire_or_renew():
+                delay = retry
+            else:
+                delay = retry * (1 + random.random() * JITTER_FACTOR)
+            with self._lock:
+                until = self._leading_until
+            if until is not None:
+                # A leader whose renewals fail notices the deadline when it passes.
+                delay = min(delay, max(0.0, until - self._clock.now()))
+            self._stopping.wait(delay)
+
+    # -- one attempt ----------------------------------------------------------------------
+
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt to take or renew the Lease; whether this replica now holds it."""
+        sent = self._clock.now()
+        with self._lock:
+            lapsed = self._leading_until is not None and sent >= self._leading_until
+        if lapsed:
+            self._lose("could not renew the lease within renew_deadline")
+        try:
+            acquired = self._attempt()
+        except Exception as exc:  # any failure (a bad answer too) must not end the thread
+            acquired = False
+            # Its kind, not its text (which names the request): a Lease that cannot be read
+            # every retry_period is one report, not one each time.
+            problem = f"{type(exc).__name__} {getattr(exc, 'status', '')}"
+            if problem != self._last_problem:
+                self._last_problem = problem
+                self._on_error(exc, f"leader election: lease {self.lease}")
+        else:
+            self._last_problem = None
+        if acquired:
+            with self._lock:
+                was_leading = self._leading_until is not None
+                self._leading_until = sent + self.config.renew_deadline
+            if not was_leading:
+                log.info("leader election: %s took lease %s", self.identity, self.lease)
+                self._on_change(True)
+        elif self._held_by_other():
+            self._lose(f"lease held by {self._holder()}")
+        return acquired
+
+    def _attempt(self) -> bool:
+        now = _micro_time()
+        duration = int(self.config.lease_duration)
+        mine = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": duration,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0,
+        }
+        if self.is_leader() and self._lease is not None:
+            # The fast path: our own last write is the Lease's newest version, unless
+            # someone else changed it since (then 409, and the slow path below looks).
+            kept = self._lease.get("spec") or {}
+            mine["acquireTime"] = kept.get("acquireTime", now)
+            mine["leaseTransitions"] = kept.get("leaseTransitions", 0)
+            try:
+                self._store(self._update(self._lease, mine))
+                return True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        lease = self._get()
+        if lease is None:
+            try:
+                self._store(self._create(mine))
+            except ApiException as exc:
+                if exc.status == 409:  # another candidate created it first
+                    return False
+                raise
+            return True
+        self._store(lease)
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        if holder and holder != self.identity and not self._expired():
+            return False
+        if holder == self.identity:
+            mine["acquireTime"] = spec.get("acquireTime", now)
+            mine["leaseTransitions"] = spec.get("leaseTransitions", 0)
+        else:
+            mine["leaseTransitions"] = spec.get("leaseTransitions", 0) + 1
+        try:
+            self._store(self._update(lease, mine))
+        except ApiException as exc:
+            if exc.status == 409:  # another candidate was faster
+                return False
+            raise
+        return True
+
+    def _store(self, lease: dict[str, Any]) -> None:
+        """Remember ``lease``; a spec not seen before restarts its expiry countdown."""
+        spec = lease.get("spec") or {}
+        with self._lock:
+            self._lease = lease
+            if spec != self._observed:
+                self._observed = spec
+                self._observed_at = self._clock.now()
+
+    def _expired(self) -> bool:
+        with self._lock:
+            duration = (self._observed or {}).get("leaseDurationSeconds") or 0
+            return self._clock.now() >= self._observed_at + duration
+
+    def _holder(self) -> str:
+        with self._lock:
+            return str((self._observed or {}).get("holderIdentity") or "")
+
+    def _held_by_other(self) -> bool:
+        holder = self._holder()
+        return bool(holder) and holder != self.identity and not self._expired()
+
+    def _lose(self, why: str) -> None:
+        with self._lock:
+            if self._leading_until is None:
+                return
+            self._leading_until = None
+        log.warning("leader election: %s lost lease %s: %s", self.identity, self.lease, why)
+        self._on_change(False)
+        self._on_error(
+            LeadershipLostError(self.lease, self.identity, why),
+            f"leader election: lease {self.lease}",
+        )
+
+    def _release(self) -> None:
+        """Hand the Lease back (empty holder, as client-go does), if it still names us."""
+        for _ in range(3):  # a conflict: someone wrote it meanwhile; look again
+            lease = self._get()
+            spec = (lease or {}).get("spec") or {}
+            if lease is None or spec.get("holderIdentity") != self.identity:
+                return
+            now = _micro_time()
+            released = {
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "acquireTime": now,
+                "renewTime": now,
+                "leaseTransitions": spec.get("leaseTransitions", 0),
+            }
+            try:
+                self._update(lease, released)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                continue
+            log.info("leader election: %s released lease %s", self.identity, self.lease)
+            return
+
+    # -- the Lease API --------------------------------------------------------------------
+
+    def _get(self) -> dict[str, Any] | None:
+        try:
+            response = request(self._client, "GET", self._path, timeout=self._timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        lease: dict[str, Any] = json.loads(response.data)
+        return lease
+
+    def _create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self.config.name, "namespace": self.config.namespace}
+        if self._labels:
+            metadata["labels"] = self._labels
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": spec,
+        }
+        return self._send("POST", self._collection, body)
+
+    def _update(self, lease: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        # The whole object as read, resourceVersion included: the update fails with 409 if
+        # anyone wrote the Lease since.
+        return self._send("PUT", self._path, {**lease, "spec": spec})
+
+    def _send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = request(
+            self._client, method, path, body=json.dumps(body).encode(), timeout=self._timeout
+        )
+        lease: dict[str, Any] = json.loads(response.data)
+        return lease

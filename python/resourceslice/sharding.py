@@ -1,0 +1,258 @@
+"""Pools sharded across replicas: one Lease per shard, held by the replicas in fair shares.
+
+For an inventory too large for one process, ``LeaderElection(..., shards=K)`` splits the
+driver's pools into K shards by a stable hash of the pool name. Shard ``i`` is the Lease
+``<name>-shard-<i>``, taken and renewed exactly as the single Lease of plain leader election
+(:class:`~resourceslice.leaderelection.LeaderElector`), so one pool is never written by two
+replicas at once. Each replica also renews a Lease of its own, ``<name>-member-<digest>``:
+that is how the replicas see each other, including one that holds no shard yet.
+
+Every ``retry_period`` a replica lists the Leases of the group, renews what it holds, and
+compares its share with the others' (:func:`share_change`): over ``ceil(K / replicas)`` it
+gives shards back; when another replica is starved the most loaded one gives one back; the
+least loaded take free shards (never created, released, or expired: a dead replica's shards
+expire ``lease_duration`` after its last renewal, as its membership does). Shares end
+within one of each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes.client import ApiClient
+
+from resourceslice._http import request
+from resourceslice.leaderelection import (
+    JITTER_FACTOR,
+    LeaderElection,
+    LeaderElector,
+    NotLeaderError,
+    default_identity,
+)
+from resourceslice.workqueue import Clock, MonotonicClock
+
+log = logging.getLogger("resourceslice")
+
+#: On every Lease of a sharded group, so that one list finds them all.
+GROUP_LABEL = "resourceslice.io/lease-group"
+
+
+def shard_of(pool: str, shards: int) -> int:
+    """The shard of ``pool``: the same in every replica, process and release."""
+    digest = hashlib.sha256(pool.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def share_change(me: str, held: Mapping[str, int], shards: int) -> int:
+    """How many shards ``me`` should take (> 0) or give back (< 0) this round.
+
+    ``held``: shards held by every live replica, ``me`` included (0 for one holding none).
+    """
+    replicas = len(held)
+    most, least = -(-shards // replicas), shards // replicas
+    mine = held[me]
+    if mine > most:
+        return most - mine
+    lowest = min(held.values())
+    if lowest < least and mine > least:
+        # Someone is starved and no shard is free for it: the most loaded replica (the
+        # greatest identity among equals, so that only one does) gives one back.
+        top = max(held.items(), key=lambda item: (item[1], item[0]))[0]
+        return -1 if top == me else 0
+    if mine < most and mine <= lowest:
+        return most - mine  # the least loaded take free shards first
+    return 0
+
+
+class ShardedElector:
+    """This replica's shards of one group, in a thread of its own.
+
+    ``on_change(leading, covers)``: this replica took (or lost) the shard whose pools
+    ``covers`` selects. The interface the controller uses is :class:`LeaderElector`'s, by
+    pool: :meth:`holds`, :meth:`write_budget`.
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        config: LeaderElection,
+        *,
+        on_change: Callable[[bool, Callable[[str], bool]], None],
+        on_error: Callable[[BaseException, str], None],
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self._client = api_client
+        self._clock = clock or MonotonicClock()
+        self._on_error = on_error
+        self._group = _digest(f"{config.namespace}/{config.name}")
+        labels = {GROUP_LABEL: self._group}
+        self.identity = config.identity or default_identity()
+        self.member = LeaderElector(
+            api_client,
+            _lease(config, f"{config.name}-member-{_digest(self.identity)}", self.identity),
+            on_change=lambda leading: None,
+            on_error=on_error,
+            clock=self._clock,
+            labels=labels,
+        )
+        self._shards = [
+            LeaderElector(
+                api_client,
+                _lease(config, f"{config.name}-shard-{i}", self.identity),
+                on_change=self._changed(i, on_change),
+                on_error=on_error,
+                clock=self._clock,
+                labels=labels,
+            )
+            for i in range(config.shards)
+        ]
+        self._list_path = (
+            f"/apis/coordination.k8s.io/v1/namespaces/{quote(config.namespace, safe='')}/leases"
+        )
+        # Member Lease name -> (its spec, when we first saw that spec).
+        self._members: dict[str, tuple[dict[str, Any], float]] = {}
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _changed(
+        self, shard: int, on_change: Callable[[bool, Callable[[str], bool]], None]
+    ) -> Callable[[bool], None]:
+        def changed(leading: bool) -> None:
+            on_change(leading, lambda pool: shard_of(pool, self.config.shards) == shard)
+
+        return changed
+
+    # -- what the controller asks ---------------------------------------------------------
+
+    def holds(self, pool: str) -> bool:
+        return self._shards[shard_of(pool, self.config.shards)].is_leader()
+
+    def is_leader(self) -> bool:
+        """Whether this replica holds at least one shard."""
+        return any(shard.is_leader() for shard in self._shards)
+
+    def held(self) -> list[int]:
+        return [i for i, shard in enumerate(self._shards) if shard.is_leader()]
+
+    def write_budget(self, pool: str | None = None) -> float:
+        if pool is None:
+            raise NotLeaderError("a write of a sharded controller outside a pool's sync")
+        return self._shards[shard_of(pool, self.config.shards)].write_budget()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="resourceslice-shards", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Give every shard back (successors take them at once), then the membership."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        for shard in (*self._shards, self.member):
+            shard.stop()
+
+    def _run(self) -> None:
+        retry = self.config.retry_period
+        while not self._stopping.is_set():
+            try:
+                self.round()
+            except Exception as exc:  # the thread must not end; held shards lapse on time
+                self._on_error(exc, f"sharding: leases {self.config.name}-shard-*")
+            self._stopping.wait(retry * (1 + random.random() * JITTER_FACTOR / 2))
+
+    # -- one round ------------------------------------------------------------------------
+
+    def round(self) -> None:
+        """Renew membership and held shards; take or give back shards toward a fair share."""
+        self.member.try_acquire_or_renew()
+        for shard in self._shards:
+            if shard.is_leader():
+                shard.try_acquire_or_renew()
+            shard.release_if_due()
+        holders = self._observe(self._list())
+        held = {identity: 0 for identity in self._live_members()}
+        held[self.identity] = 0
+        for holder in holders:
+            if holder in held:
+                held[holder] += 1
+        mine = self.held()
+        held[self.identity] = len(mine)
+        change = share_change(self.identity, held, self.config.shards)
+        if change < 0:
+            for i in sorted(mine, reverse=True)[:-change]:
+                self._shards[i].give_up()
+        elif change > 0:
+            free = [i for i, shard in enumerate(self._shards) if shard.is_free()]
+            random.shuffle(free)  # replicas taking at once mostly try different shards
+            for i in free:
+                if change == 0:
+                    break
+                if self._shards[i].try_acquire_or_renew():
+                    change -= 1
+
+    def _list(self) -> list[dict[str, Any]]:
+        response = request(
+            self._client,
+            "GET",
+            self._list_path,
+            query=[("labelSelector", f"{GROUP_LABEL}={self._group}")],
+        )
+        items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
+        return items
+
+    def _observe(self, leases: list[dict[str, Any]]) -> list[str]:
+        """Note every Lease of the group as seen now; the live holders of shards."""
+        by_name = {lease["metadata"]["name"]: lease for lease in leases}
+        now = self._clock.now()
+        members: dict[str, tuple[dict[str, Any], float]] = {}
+        prefix = f"{self.config.name}-member-"
+        for name, lease in by_name.items():
+            if name.startswith(prefix):
+                spec = lease.get("spec") or {}
+                seen = self._members.get(name)
+                members[name] = (spec, seen[1] if seen and seen[0] == spec else now)
+        self._members = members
+        holders = []
+        for i, shard in enumerate(self._shards):
+            listed = by_name.get(f"{self.config.name}-shard-{i}")
+            if listed is not None:
+                shard.observe(listed)
+            holder = shard.live_holder()
+            if holder:
+                holders.append(holder)
+        return holders
+
+    def _live_members(self) -> list[str]:
+        now = self._clock.now()
+        return [
+            str(spec["holderIdentity"])
+            for spec, seen in self._members.values()
+            if spec.get("holderIdentity")
+            and now < seen + float(spec.get("leaseDurationSeconds") or 0)
+        ]
+
+
+def _lease(config: LeaderElection, name: str, identity: str | None = None) -> LeaderElection:
+    return LeaderElection(
+        config.namespace,
+        name,
+        identity=identity or config.identity,
+        lease_duration=config.lease_duration,
+        renew_deadline=config.renew_deadline,
+        retry_period=config.retry_period,
+    )

@@ -1,0 +1,194 @@
+"""Leader election on a real apiserver's Lease: the elector alone, then controllers.
+
+The elector's attempts are made by hand with a clock of the test's own, so expiry is
+decided by moving that clock, never by waiting.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes.client
+import pytest
+
+import resourceslice as rs
+from controller.fakes import FakeClock
+from resourceslice.leaderelection import LeaderElector, NotLeaderError
+from resourceslice.testing import TestCluster, wait_until
+
+from .controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+NAMESPACE = "default"
+SHORT = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5}
+
+
+class Candidate:
+    """An elector with a clock of its own, and what it told its controller."""
+
+    def __init__(self, client: kubernetes.client.ApiClient, lease: str, identity: str) -> None:
+        self.clock = FakeClock()
+        self.changes: list[bool] = []
+        self.errors: list[BaseException] = []
+        self.elector = LeaderElector(
+            client,
+            rs.LeaderElection(NAMESPACE, lease, identity=identity, **SHORT),
+            on_change=self.changes.append,
+            on_error=lambda exc, _: self.errors.append(exc),
+            clock=self.clock,
+        )
+
+
+@pytest.fixture
+def lease_name(request: pytest.FixtureRequest) -> str:
+    return "le-" + request.node.name.lower().replace("_", "-")[5:50].strip("-")
+
+
+@pytest.fixture
+def coordination(kube_client: kubernetes.client.ApiClient) -> kubernetes.client.CoordinationV1Api:
+    return kubernetes.client.CoordinationV1Api(kube_client)
+
+
+def lease(api: kubernetes.client.CoordinationV1Api, name: str) -> dict[str, Any]:
+    response = api.read_namespaced_lease(name, NAMESPACE, _preload_content=False)
+    spec: dict[str, Any] = json.loads(response.data)["spec"]
+    return spec
+
+
+def test_the_apiserver_serves_leases(kube_client: kubernetes.client.ApiClient) -> None:
+    groups = kubernetes.client.ApisApi(kube_client).get_api_versions()
+    versions = {v.group_version for g in groups.groups for v in g.versions}
+    assert "coordination.k8s.io/v1" in versions
+
+
+def test_acquire_renew_expire_take_over_release(
+    kube_client: kubernetes.client.ApiClient,
+    coordination: kubernetes.client.CoordinationV1Api,
+    lease_name: str,
+) -> None:
+    a = Candidate(kube_client, lease_name, "replica-a")
+    b = Candidate(kube_client, lease_name, "replica-b")
+    # The first candidate creates the Lease and holds it.
+    assert a.elector.try_acquire_or_renew()
+    assert a.changes == [True] and a.elector.is_leader()
+    first = lease(coordination, lease_name)
+    assert first["holderIdentity"] == "replica-a"
+    assert first["leaseDurationSeconds"] == 3
+    assert first["leaseTransitions"] == 0
+    # Another candidate sees it held, and has just seen it: not expired.
+    assert not b.elector.try_acquire_or_renew()
+    assert not b.elector.is_leader() and b.changes == []
+    with pytest.raises(NotLeaderError):
+        b.elector.write_budget()
+    # Renewing moves renewTime only, and restarts the others' countdown.
+    a.clock.advance(1.0)
+    b.clock.advance(2.9)
+    assert a.elector.try_acquire_or_renew()
+    renewed = lease(coordination, lease_name)
+    assert renewed["acquireTime"] == first["acquireTime"]
+    assert renewed["renewTime"] != first["renewTime"]
+    assert renewed["leaseTransitions"] == 0
+    assert not b.elector.try_acquire_or_renew()  # a new renewTime: counted from now
+    b.clock.advance(2.9)
+    assert not b.elector.try_acquire_or_renew()
+    # The leader stops writing renew_deadline after its last renewal was sent...
+    a.clock.advance(1.9)
+    assert 0 < a.elector.write_budget() <= 0.1 + 1e-9
+    a.clock.advance(0.2)
+    assert not a.elector.is_leader()
+    with pytest.raises(NotLeaderError):
+        a.elector.write_budget()
+    # ...which is before the others may take over: lease_duration after they saw it.
+    b.clock.advance(0.1)
+    assert b.elector.try_acquire_or_renew()
+    assert b.changes == [True]
+    taken = lease(coordination, lease_name)
+    assert taken["holderIdentity"] == "replica-b"
+    assert taken["leaseTransitions"] == 1
+    # The old leader's next attempt finds the Lease taken (its update conflicts) and is
+    # told so; it is a standby again.
+    assert not a.elector.try_acquire_or_renew()
+    assert a.changes == [True, False]
+    [lost] = a.errors
+    assert isinstance(lost, rs.LeadershipLostError)
+    assert lost.identity == "replica-a" and lost.lease == f"{NAMESPACE}/{lease_name}"
+    # Stopping the leader gives the Lease back: the standby takes it without waiting.
+    b.elector.stop()
+    released = lease(coordination, lease_name)
+    assert released["holderIdentity"] in ("", None)
+    assert released["leaseTransitions"] == 1
+    assert a.elector.try_acquire_or_renew()
+    assert lease(coordination, lease_name)["leaseTransitions"] == 2
+    # A standby's stop leaves the holder's Lease alone.
+    b2 = Candidate(kube_client, lease_name, "replica-b")
+    assert not b2.elector.try_acquire_or_renew()
+    b2.elector.stop()
+    assert lease(coordination, lease_name)["holderIdentity"] == "replica-a"
+    coordination.delete_namespaced_lease(lease_name, NAMESPACE)
+
+
+def test_a_leader_that_lost_the_lease_is_told_at_once(
+    kube_client: kubernetes.client.ApiClient,
+    coordination: kubernetes.client.CoordinationV1Api,
+    lease_name: str,
+) -> None:
+    """Someone else wrote the Lease while we still counted ourselves the leader (a clock
+    that ran slow): the renewal conflicts, and leadership ends there, not at the deadline."""
+    a = Candidate(kube_client, lease_name, "replica-a")
+    assert a.elector.try_acquire_or_renew()
+    body = coordination.read_namespaced_lease(lease_name, NAMESPACE)
+    body.spec.holder_identity = "intruder"
+    coordination.replace_namespaced_lease(lease_name, NAMESPACE, body)
+    assert a.elector.is_leader()
+    assert not a.elector.try_acquire_or_renew()
+    assert not a.elector.is_leader()
+    assert a.changes == [True, False]
+    assert isinstance(a.errors[0], rs.LeadershipLostError)
+    assert "intruder" in str(a.errors[0])
+    coordination.delete_namespaced_lease(lease_name, NAMESPACE)
+
+
+def test_lease_errors_reach_the_error_handler_once(
+    kube_cluster: TestCluster, lease_name: str
+) -> None:
+    """No RBAC for Leases (the `driver` user has no rights): reported, once per kind."""
+    client = kube_cluster.api_client("driver")
+    try:
+        a = Candidate(client, lease_name, "replica-a")
+        assert not a.elector.try_acquire_or_renew()
+        assert not a.elector.try_acquire_or_renew()
+        [denied] = a.errors
+        assert isinstance(denied, kubernetes.client.ApiException) and denied.status == 403
+    finally:
+        client.close()
+
+
+def test_controllers_standby_writes_nothing_and_takes_over_on_stop(
+    env: ControllerEnv, lease_name: str
+) -> None:
+    coordination = kubernetes.client.CoordinationV1Api(env.admin)  # the env's cluster
+    election = rs.LeaderElection(NAMESPACE, lease_name, **SHORT)
+    one = pools(p=rs.Pool(devices=[device(i) for i in range(3)]))
+    two = pools(p=rs.Pool(devices=[device(i) for i in range(5)]))
+    first_counter = env.counter
+    first = env.start_synced(one, leader_election=election, sync_delay=0.2)
+    assert first.is_leader()
+    second_counter = env.new_counter()
+    second = env.start(two, leader_election=election, sync_delay=0.2)
+    # The standby's informer is warm, and it writes nothing, whatever it wants.
+    wait_until(lambda: second._informer.wait_synced(0))
+    assert not second.is_leader()
+    assert not second.wait_synced(0.5)
+    assert second_counter.writes("resourceslices") == {}
+    assert len(env.slices()) == 1 and len(env.slices()[0]["spec"]["devices"]) == 3
+    # stop() hands the Lease over: the standby publishes its own state at once.
+    first.stop()
+    assert second.wait_synced(10), env.errors
+    assert second.is_leader()
+    assert len(env.slices()[0]["spec"]["devices"]) == 5
+    assert sum(second_counter.writes("resourceslices").values()) == 1
+    assert first_counter.writes("resourceslices") == {"POST": 1}
+    second.stop()
+    coordination.delete_namespaced_lease(lease_name, NAMESPACE)

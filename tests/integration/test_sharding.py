@@ -1,0 +1,85 @@
+"""Sharded controllers on a real apiserver: shares, a replica joining, one leaving."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import kubernetes.client
+import pytest
+
+import resourceslice as rs
+from resourceslice.sharding import GROUP_LABEL
+from resourceslice.testing import wait_until
+
+from .controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+NAMESPACE = "default"
+SHARDS = 6
+
+
+def test_replicas_share_the_shards_and_move_them_without_writes(env: ControllerEnv) -> None:
+    name = env.driver.split(".")[0]
+    election = rs.LeaderElection(
+        NAMESPACE, name, lease_duration=3, renew_deadline=2, retry_period=0.4, shards=SHARDS
+    )
+    wanted = pools(**{f"pool-{i:02d}": rs.Pool(devices=[device(i)]) for i in range(24)})
+    leases = kubernetes.client.CoordinationV1Api(env.admin)
+    counters = []
+    controllers: dict[str, rs.Controller] = {}
+
+    def start() -> rs.Controller:
+        counters.append(env.new_counter())
+        ctrl = env.start(wanted, leader_election=election, sync_delay=0.2)
+        controllers[ctrl._elector.identity] = ctrl  # type: ignore[union-attr]
+        return ctrl
+
+    def shares() -> Counter[str]:
+        listed = leases.list_namespaced_lease(NAMESPACE).items
+        shard_leases = [
+            lease
+            for lease in listed
+            if lease.metadata.name.startswith(f"{name}-shard-")
+            and (lease.metadata.labels or {}).get(GROUP_LABEL)
+        ]
+        assert len(shard_leases) <= SHARDS
+        return Counter(lease.spec.holder_identity or "" for lease in shard_leases)
+
+    def balanced(replicas: int) -> bool:
+        held = shares()
+        live = [held.get(identity, 0) for identity in controllers]
+        return len(live) == replicas and sum(live) == SHARDS and max(live) - min(live) <= 1
+
+    def slice_writes() -> int:
+        return sum(sum(c.writes("resourceslices").values()) for c in counters)
+
+    first, second = start(), start()
+    wait_until(lambda: balanced(2), describe=lambda: str(shares()))
+    # Each publishes the pools of its shards: together every pool, once.
+    assert first.wait_synced(30) and second.wait_synced(30), env.errors
+    assert sorted(s["spec"]["pool"]["name"] for s in env.slices()) == sorted(wanted.pools)
+    assert slice_writes() == len(wanted.pools)
+    assert first.stats().creates > 0 and second.stats().creates > 0
+
+    # A third replica: the others give shards back to it (after their writes' budgets),
+    # and nothing is rewritten, the pools being as desired.
+    third = start()
+    wait_until(lambda: balanced(3), describe=lambda: str(shares()))
+    assert third.wait_synced(30), env.errors
+    assert third.is_leader()
+    assert slice_writes() == len(wanted.pools)
+
+    # One stops: its shards are released, and taken by the others at once.
+    del controllers[first._elector.identity]  # type: ignore[union-attr]
+    first.stop()
+    wait_until(lambda: balanced(2), describe=lambda: str(shares()))
+    assert second.wait_synced(30) and third.wait_synced(30)
+    assert slice_writes() == len(wanted.pools)
+    assert not [e for e, _ in env.errors if isinstance(e, rs.ConflictingWriterError)]
+    for ctrl in (second, third):
+        ctrl.stop()
+    group = leases.read_namespaced_lease(f"{name}-shard-0", NAMESPACE).metadata.labels
+    leases.delete_collection_namespaced_lease(
+        NAMESPACE, label_selector=f"{GROUP_LABEL}={group[GROUP_LABEL]}"
+    )

@@ -1,0 +1,164 @@
+"""deploy/leader-election.yaml's Role is exactly what leader election needs; the Deployment
+example runs a command the CLI accepts."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+import yaml
+
+from resourceslice import cli
+from resourceslice.leaderelection import LeaderElection, LeaderElector
+from resourceslice.sharding import GROUP_LABEL, ShardedElector
+from resourceslice.testing import TestCluster
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+NAMESPACE = "default"
+_names = itertools.count()
+
+
+def shipped(path: str, kind: str) -> dict[str, Any]:
+    [doc] = [d for d in yaml.safe_load_all((DEPLOY / path).read_text()) if d["kind"] == kind]
+    return dict(doc)
+
+
+@contextmanager
+def bound_lease_role(cluster: TestCluster, rules: list[dict[str, Any]]) -> Iterator[None]:
+    """A namespaced Role with ``rules`` bound to the rightless ``driver`` user."""
+    name = f"lease-role-test-{next(_names)}"
+    admin = cluster.api_client("admin")
+    rbac = kubernetes.client.RbacAuthorizationV1Api(admin)
+    rbac.create_namespaced_role(NAMESPACE, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(
+        NAMESPACE,
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "driver"}
+            ],
+        },
+    )
+    try:
+        yield
+    finally:
+        rbac.delete_namespaced_role_binding(name, NAMESPACE)
+        rbac.delete_namespaced_role(name, NAMESPACE)
+        admin.close()
+
+
+def elect_and_release(cluster: TestCluster, lease: str) -> list[BaseException]:
+    """As ``driver``: take the Lease, renew it, release it; the errors reported."""
+    errors: list[BaseException] = []
+    client = cluster.api_client("driver")
+    try:
+        elector = LeaderElector(
+            client,
+            LeaderElection(NAMESPACE, lease, lease_duration=3, renew_deadline=2, retry_period=0.5),
+            on_change=lambda leading: None,
+            on_error=lambda exc, _: errors.append(exc),
+        )
+        if elector.try_acquire_or_renew():
+            elector.try_acquire_or_renew()
+        elector.stop()
+    finally:
+        client.close()
+    return errors
+
+
+@pytest.mark.integration
+def test_the_shipped_role_is_enough_and_each_verb_is_needed(kube_cluster: TestCluster) -> None:
+    role = shipped("leader-election.yaml", "Role")
+    assert (
+        shipped("leader-election.yaml", "RoleBinding")["roleRef"]["name"]
+        == (role["metadata"]["name"])
+    )
+    admin = kube_cluster.api_client("admin")
+    leases = kubernetes.client.CoordinationV1Api(admin)
+    try:
+        with bound_lease_role(kube_cluster, role["rules"]):
+            assert elect_and_release(kube_cluster, "shipped-role") == []
+        assert leases.read_namespaced_lease("shipped-role", NAMESPACE).spec.holder_identity in (
+            "",
+            None,
+        )
+        for verb in ("get", "create", "update"):
+            rules = copy.deepcopy(role["rules"])
+            rules[0]["verbs"].remove(verb)
+            lease = f"without-{verb}"
+            if verb != "create":  # without create, the Lease must exist already
+                leases.create_namespaced_lease(NAMESPACE, {"metadata": {"name": lease}})
+            with bound_lease_role(kube_cluster, rules):
+                errors = elect_and_release(kube_cluster, lease)
+            assert any(getattr(e, "status", None) == 403 for e in errors), (verb, errors)
+    finally:
+        for lease in ["shipped-role", *(f"without-{v}" for v in ("get", "update"))]:
+            leases.delete_namespaced_lease(lease, NAMESPACE)
+        admin.close()
+
+
+def sharded_round(cluster: TestCluster, lease: str) -> tuple[list[BaseException], list[int]]:
+    """As ``driver``: one round of a sharded elector; the errors reported, the shards held."""
+    errors: list[BaseException] = []
+    client = cluster.api_client("driver")
+    try:
+        elector = ShardedElector(
+            client,
+            LeaderElection(NAMESPACE, lease, lease_duration=3, renew_deadline=2,
+                           retry_period=0.5, shards=2),
+            on_change=lambda leading, covers: None,
+            on_error=lambda exc, _: errors.append(exc),
+        )  # fmt: skip
+        try:
+            elector.round()
+        except kubernetes.client.ApiException as exc:
+            errors.append(exc)
+        held = elector.held()
+        elector.stop()
+    finally:
+        client.close()
+    return errors, held
+
+
+@pytest.mark.integration
+def test_shards_need_list(kube_cluster: TestCluster) -> None:
+    role = shipped("leader-election.yaml", "Role")
+    without_list = copy.deepcopy(role["rules"])
+    without_list[0]["verbs"].remove("list")
+    admin = kube_cluster.api_client("admin")
+    leases = kubernetes.client.CoordinationV1Api(admin)
+    try:
+        with bound_lease_role(kube_cluster, role["rules"]):
+            errors, held = sharded_round(kube_cluster, "sharded-shipped")
+        assert (errors, held) == ([], [0, 1])
+        with bound_lease_role(kube_cluster, without_list):
+            errors, held = sharded_round(kube_cluster, "sharded-without-list")
+        assert any(getattr(e, "status", None) == 403 for e in errors), errors
+        assert held == []
+    finally:
+        leases.delete_collection_namespaced_lease(NAMESPACE, label_selector=GROUP_LABEL)
+        admin.close()
+
+
+def test_the_deployment_example_runs_a_valid_publish() -> None:
+    deployment = shipped("publisher-deployment.yaml", "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    command = container["command"]
+    assert command[0] == "resourceslice"
+    args = cli.build_parser().parse_args(command[1:])
+    assert args.leader_elect and not args.once
+    # The pools file of the ConfigMap is valid for that driver.
+    config = shipped("publisher-deployment.yaml", "ConfigMap")
+    [mount] = container["volumeMounts"]
+    assert args.file.parent == Path(mount["mountPath"])
+    document = yaml.safe_load(config["data"][args.file.name])
+    resources, errors = cli.parse_resources(document, cli.selection_of(args))
+    assert errors == [] and list(resources.pools) == ["fabric-a"]
+    assert deployment["spec"]["replicas"] >= 2
