@@ -961,8 +961,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="serve Prometheus /metrics and /healthz, /livez, /readyz here "
         "(needs resourceslice[metrics])",
-
-
+    )
     election = publish.add_argument_group(
         "leader election", "several replicas: the one holding a Lease publishes"
     )
