@@ -160,6 +160,7 @@ class Controller:
 
         self._client = api_client
         self._elector: LeaderElector | ShardedElector | None = None
+        self._leader_election = leader_election
         if api_client is None:
             return
         clock = self._clock = clock or MonotonicClock()
@@ -302,6 +303,11 @@ class Controller:
     @property
     def driver(self) -> str:
         return self._driver
+
+    @property
+    def leader_election(self) -> LeaderElection | None:
+        """How this controller elects a leader; None when it does not (it always writes)."""
+        return self._leader_election
 
     def is_leader(self) -> bool:
         """Whether this controller may write now: it holds its Lease (see

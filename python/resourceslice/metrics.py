@@ -19,7 +19,7 @@ counters. Every series has a ``driver`` label:
 - ``resourceslice_published_devices``: devices of the pools published as desired;
 - ``resourceslice_last_sync_timestamp_seconds``: the last successful sync (absent before);
 - ``resourceslice_synced``, ``resourceslice_informer_connected``: 1 or 0;
-- ``resourceslice_leader``: 1 or 0, for a controller that elects a leader (``is_leader()``).
+- ``resourceslice_leader``: 1 or 0, for a controller that elects a leader (``leader_election``).
 
 :func:`serve` serves ``/metrics`` and the health endpoints (``resourceslice publish
 --metrics-address``).
@@ -191,8 +191,7 @@ class ControllerCollector:
 
 def _leader(controller: Controller) -> bool | None:
     """``is_leader()`` of a controller that elects a leader; None for one that does not."""
-    is_leader: Callable[[], bool] | None = getattr(controller, "is_leader", None)
-    return None if is_leader is None else bool(is_leader())
+    return None if controller.leader_election is None else controller.is_leader()
 
 
 def serve(host: str, port: int) -> MetricsServer:

@@ -49,17 +49,13 @@ def test_observer_counts_writes_syncs_and_failing_pools() -> None:
     assert dict(observer._writes) == {("create", "success"): 1, ("create", "conflict"): 1}
 
 
-class Elected(rs.Controller):
-    """A controller that elects a leader (as --leader-elect's does)."""
-
-    def is_leader(self) -> bool:
-        return True
-
-
 def test_collector_of_inactive_controllers_with_and_without_leadership() -> None:
     registry = CollectorRegistry()
     plain = rs.start_controller(None, driver="a.example.com")
-    elected = Elected(None, driver="b.example.com")
+    # Inactive (no client): it elects a leader, and is not one.
+    elected = rs.start_controller(
+        None, driver="b.example.com", leader_election=rs.LeaderElection("ns", "lease")
+    )
     collector = metrics.register(plain, registry=registry)
     collector.add(elected)
     with pytest.raises(ValueError, match=r"a\.example\.com"):
@@ -74,7 +70,7 @@ def test_collector_of_inactive_controllers_with_and_without_leadership() -> None
         assert get("resourceslice_writes_total", driver, verb="delete", outcome="success") == 0
         assert get("resourceslice_sync_duration_seconds_bucket", driver, le="+Inf") == 0
     assert get("resourceslice_leader", "a.example.com") is None
-    assert get("resourceslice_leader", "b.example.com") == 1
+    assert get("resourceslice_leader", "b.example.com") == 0
     text = generate_latest(registry).decode()
     assert "# TYPE resourceslice_writes_total counter" in text
     assert "# TYPE resourceslice_sync_duration_seconds histogram" in text

@@ -11,9 +11,11 @@ from typing import Any
 
 import kubernetes.client
 import pytest
+from prometheus_client import CollectorRegistry
 
 import resourceslice as rs
 from controller.fakes import FakeClock
+from resourceslice import metrics
 from resourceslice.leaderelection import LeaderElector, NotLeaderError
 from resourceslice.testing import TestCluster, wait_until
 
@@ -180,6 +182,15 @@ def test_controllers_standby_writes_nothing_and_takes_over_on_stop(
     # The standby's informer is warm, and it writes nothing, whatever it wants.
     wait_until(lambda: second._informer.wait_synced(0))
     assert not second.is_leader()
+    registries = [CollectorRegistry(), CollectorRegistry()]
+    for ctrl, registry in zip((first, second), registries):
+        metrics.register(ctrl, registry=registry)
+
+    def leader_gauges() -> list[float | None]:
+        labels = {"driver": env.driver}
+        return [r.get_sample_value("resourceslice_leader", labels) for r in registries]
+
+    assert leader_gauges() == [1, 0]
     assert not second.wait_synced(0.5)
     assert second_counter.writes("resourceslices") == {}
     assert len(env.slices()) == 1 and len(env.slices()[0]["spec"]["devices"]) == 3
@@ -187,6 +198,7 @@ def test_controllers_standby_writes_nothing_and_takes_over_on_stop(
     first.stop()
     assert second.wait_synced(10), env.errors
     assert second.is_leader()
+    assert leader_gauges() == [0, 1]
     assert len(env.slices()[0]["spec"]["devices"]) == 5
     assert sum(second_counter.writes("resourceslices").values()) == 1
     assert first_counter.writes("resourceslices") == {"POST": 1}
