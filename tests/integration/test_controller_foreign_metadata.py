@@ -57,8 +57,14 @@ def remove_finalizer(env: ControllerEnv, name: str) -> None:
 
 
 def test_update_keeps_others_metadata(env: ControllerEnv) -> None:
-    ctrl = env.start_synced(pools(p=rs.Pool(devices=[device(0)])))
+    ctrl = env.start_synced(pools(p=rs.Pool(devices=[device(0)])), sync_delay=0.2)
+    assert ctrl.wait_idle(SYNC_TIMEOUT), env.errors
+    syncs = ctrl.stats().syncs
     foreign = add_foreign_metadata(env)
+    # Once the watch delivered the edit (it syncs the pool): an update sent before that
+    # would meet a 409 for its stale resourceVersion, reported and retried, which is the
+    # optimistic concurrency at work and not what this test is about.
+    wait_until(lambda: ctrl.stats().syncs > syncs)
     env.update_synced(ctrl, pools(p=rs.Pool(devices=[device(0), device(1)])))
     [updated] = env.slices()
     assert devices_of(updated) == [device(0), device(1)]
