@@ -34,7 +34,8 @@ from typing import IO, TYPE_CHECKING, Any
 import yaml
 
 from resourceslice._kubeconfig import default_api_client, in_cluster, kubeconfig_paths
-from resourceslice.api import DriverResources, Owner, Pool, Slice, Stats, to_plain_pools
+from resourceslice._plain import owner_ref, to_plain_pools
+from resourceslice.api import DriverResources, Owner, Pool, Slice, Stats
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -666,10 +667,10 @@ class Publisher:
             return None
         from kubernetes.client.exceptions import ApiException
 
-        from resourceslice._http import get_json, node_path
+        from resourceslice._http import node_uid
 
         try:
-            uid = str(json.loads(get_json(client, node_path(self.args.node)))["metadata"]["uid"])
+            uid = node_uid(client, self.args.node)
         except ApiException as exc:
             raise UserError(
                 f"node {self.args.node}: {describe_api_error(exc)} "
@@ -677,9 +678,6 @@ class Publisher:
                 EXIT_FAILED,
             ) from None
         return Owner(api_version="v1", kind="Node", name=self.args.node, uid=uid)
-
-    def _owner_ref(self, owner: Owner | None) -> tuple[str, str, str, str] | None:
-        return None if owner is None else (owner.api_version, owner.kind, owner.name, owner.uid)
 
     def _planned_writes(self, client: ApiClient, loaded: Loaded, owner: Owner | None) -> int:
         """What the controller will write, planned as it plans: for the progress display."""
@@ -691,7 +689,7 @@ class Publisher:
         total = 0
         for pool in sorted(set(by_pool) | set(loaded.desired.pool_names())):
             plan = core.plan_pool(
-                loaded.desired, pool, by_pool.get(pool, []), self._owner_ref(owner), self.args.node
+                loaded.desired, pool, by_pool.get(pool, []), owner_ref(owner), self.args.node
             )
             total += len(plan.deletes) + len(plan.updates) + len(plan.creates)
         return total
