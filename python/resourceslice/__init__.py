@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
 from resourceslice._backend import core_backend
+from resourceslice._poolfile import load_resources
 from resourceslice.api import (
     ConflictingWriterError,
     DriverResources,
@@ -86,5 +87,6 @@ __all__ = [
     "Stats",
     "ValidationError",
     "core_backend",
+    "load_resources",
     "start_controller",
 ]

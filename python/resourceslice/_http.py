@@ -33,10 +33,6 @@ _AUTH_SETTING = "BearerToken"
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 
 
-def node_path(name: str) -> str:
-    return f"/api/v1/nodes/{quote(name, safe='')}"
-
-
 def delete_options(uid: str, resource_version: str) -> bytes:
     """A DeleteOptions body that deletes only this incarnation of an object, unchanged."""
     preconditions = {"uid": uid, "resourceVersion": resource_version}
@@ -183,6 +179,13 @@ def get_json(api_client: ApiClient, path: str, query: Sequence[tuple[str, str]] 
     """GET ``path``; the response body, or ApiException if not 2xx."""
     data: bytes = request(api_client, "GET", path, query=query).data
     return data
+
+
+def node_uid(api_client: ApiClient, name: str) -> str:
+    """The uid of Node ``name`` (ApiException 404 if there is none): the ownerReference of a
+    Node owner's slices must name it."""
+    node = json.loads(get_json(api_client, f"/api/v1/nodes/{quote(name, safe='')}"))
+    return str(node["metadata"]["uid"])
 
 
 def _api_exception(response: Any) -> ApiException:

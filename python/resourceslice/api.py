@@ -2,24 +2,16 @@
 
 Devices, node selectors and counters are accepted as plain dicts in the REST JSON shape
 (camelCase; typed as :mod:`resourceslice.types`) or as the ``kubernetes`` client's model
-objects; :func:`to_plain_pools` turns
-either into the plain mapping the core validates (``core.prepare_desired``).
+objects; :mod:`resourceslice._plain` turns either into the plain mapping the core validates.
 """
 
 from __future__ import annotations
 
-import datetime
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resourceslice.types import CounterSet, Device, NodeSelector
-
-if TYPE_CHECKING:
-    from resourceslice import _core as core
-else:
-    from resourceslice._backend import core
 
 __all__ = [
     "ConflictingWriterError",
@@ -195,127 +187,3 @@ class SliceExistsError(_PickledByFields, Exception):
             f"pool {pool!r}: {len(self.slice_names)} slice(s) already exist, created by "
             f"another writer: {', '.join(self.slice_names)}"
         )
-
-
-_serializer_lock = threading.Lock()
-_serializer: Any = None
-
-
-def _model_to_plain(obj: Any) -> Any:
-    """A ``kubernetes`` model object as its REST JSON (camelCase, unset fields left out)."""
-    global _serializer
-    with _serializer_lock:
-        if _serializer is None:
-            from kubernetes.client import ApiClient
-
-            _serializer = ApiClient()
-        serializer = _serializer
-    return serializer.sanitize_for_serialization(obj)
-
-
-def _plain(value: Any, path: str, errors: list[str], depth: int = 0) -> Any:
-    """Plain JSON-shaped data for ``value``; anything unrepresentable is an error at ``path``.
-
-    Always builds new containers, so the controller never shares state with the caller.
-    """
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
-    if depth >= core.MAX_PLAIN_DEPTH:
-        errors.append(f"{path}: nested more than {core.MAX_PLAIN_DEPTH} levels deep")
-        return None
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                errors.append(f"{path}: key {key!r} must be a string")
-                continue
-            out[key] = _plain(item, f"{path}[{key!r}]", errors, depth + 1)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_plain(item, f"{path}[{i}]", errors, depth + 1) for i, item in enumerate(value)]
-    if isinstance(value, datetime.datetime):
-        return value.isoformat()
-    if hasattr(value, "to_dict"):
-        return _plain(_model_to_plain(value), path, errors, depth)
-    errors.append(f"{path}: unsupported type {type(value).__name__}")
-    return None
-
-
-def _plain_list(
-    value: Any, path: str, errors: list[str], *, share_plain: bool = False
-) -> list[Any] | None:
-    """A new list of ``value``'s items as plain data.
-
-    ``share_plain``: items that are plain already are taken as they are, not copied. For
-    devices: the core keeps only the canonical JSON it renders from them before update()
-    returns, and copying 100,000 device dicts would double the memory update() needs. The
-    core tells which items are plain (``non_plain``): walking every device in Python took
-    two thirds of update()'s time.
-    """
-    if value is None:
-        return None
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        errors.append(f"{path}: must be a list")
-        return None
-    items = list(value)
-    convert = core.non_plain(items) if share_plain else range(len(items))
-    for i in convert:
-        items[i] = _plain(items[i], f"{path}[{i}]", errors)
-    return items
-
-
-def to_plain_pools(
-    resources: DriverResources, node_name: str | None = None
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The ``pools`` mapping of ``core.prepare_desired``, and the problems found converting.
-
-    ``node_name``: a Node owner's name, the node selection (``spec.nodeName``) its pools get;
-    the core checks that every slice ends up with exactly one, so a pool without any is an
-    error, never published on every node by default. Only shape problems are reported here
-    (wrong Python types); the core checks content.
-    """
-    errors: list[str] = []
-    pools: dict[str, dict[str, Any]] = {}
-    if not isinstance(resources, DriverResources):
-        return {}, [f"resources: must be a DriverResources, not {type(resources).__name__}"]
-    for name, pool in resources.pools.items():
-        path = f"pools[{name!r}]" if not isinstance(name, str) else f'pools["{name}"]'
-        if not isinstance(name, str):
-            errors.append(f"{path}: pool name must be a string")
-            continue
-        if not isinstance(pool, Pool):
-            errors.append(f"{path}: must be a Pool, not {type(pool).__name__}")
-            continue
-        slices: list[dict[str, Any]] | None = None
-        if pool.slices is not None:
-            slices = []
-            for i, sl in enumerate(pool.slices):
-                spath = f"{path}.slices[{i}]"
-                if not isinstance(sl, Slice):
-                    errors.append(f"{spath}: must be a Slice, not {type(sl).__name__}")
-                    continue
-                slices.append(
-                    {
-                        "devices": _plain_list(
-                            sl.devices, f"{spath}.devices", errors, share_plain=True
-                        )
-                        or [],
-                        "sharedCounters": _plain_list(
-                            sl.shared_counters, f"{spath}.sharedCounters", errors
-                        ),
-                        "perDeviceNodeSelection": sl.per_device_node_selection,
-                        "partitionTypeAttribute": sl.partition_type_attribute,
-                        "skipNodeOperations": _plain_list(
-                            sl.skip_node_operations, f"{spath}.skipNodeOperations", errors
-                        ),
-                    }
-                )
-        pools[name] = {
-            "devices": _plain_list(pool.devices, f"{path}.devices", errors, share_plain=True),
-            "slices": slices,
-            "nodeSelector": _plain(pool.node_selector, f"{path}.nodeSelector", errors),
-            "allNodes": pool.all_nodes,
-            "nodeName": node_name,
-            "generation": pool.generation,
-        }
-    return pools, errors

@@ -1,41 +1,32 @@
 """The controller: keeps one driver's ResourceSlices equal to its desired pools.
 
 It only wires the pieces together: the informer fills the store, a work queue of pool names
-decides when each pool is synced, the core plans the writes of one pool, and this module
+decides when each pool is synced, the core plans the writes of one pool, and the writer
 sends them and remembers their results in the mutation cache.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import get_json, node_path, retry_after
-from resourceslice.api import (
-    ConflictingWriterError,
-    DriverResources,
-    DroppedFieldsError,
-    Owner,
-    SliceExistsError,
-    Stats,
-    ValidationError,
-    to_plain_pools,
-)
+from resourceslice._http import node_uid, retry_after
+from resourceslice._plain import owner_ref, to_plain_pools
+from resourceslice.api import DriverResources, Owner, SliceExistsError, Stats, ValidationError
 from resourceslice.health import Health, ObservedSliceAPI, Observer, Snapshot
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.leaderelection import LeaderElection, LeaderElector, NotLeaderError
-from resourceslice.mutation_cache import MutationCache, not_older
+from resourceslice.mutation_cache import MutationCache
 from resourceslice.sharding import ShardedElector
 from resourceslice.store import SliceStore
 from resourceslice.workqueue import Clock, MonotonicClock, TokenBucket, WorkQueue
+from resourceslice.writer import SliceWriter, rewrites_only
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -81,20 +72,32 @@ def _log_error(exc: BaseException, message: str) -> None:
     log.error("%s: %s", message, exc, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
 
 
-@dataclass
-class _DroppedFields:
-    """A pool whose writes lost fields, for one desired version.
-
-    ``written``: slice name -> resourceVersion of our own last write. A plan that would only
-    rewrite those very objects again is skipped: the server would drop the same fields again.
-    """
-
-    version: int
-    written: dict[str, str] = field(default_factory=dict)
-
-
 class Controller:
-    """Publishes the desired pools; see :func:`start_controller`."""
+    """Publishes ``resources`` of ``driver`` as ResourceSlices, in the background, from its
+    construction (``start_controller(...)``, the name the README uses) until :meth:`stop`.
+
+    ``api_client`` None gives an inactive controller: it validates updates, publishes
+    nothing. Raises ValidationError for invalid ``resources``. Cluster errors go to
+    ``error_handler(exc, message)`` (default: logged to ``logging.getLogger("resourceslice")``)
+    and the pool is retried with backoff.
+
+    ``update_interval``: a pool changed by ``update()`` is synced at once, unless an earlier
+    ``update()`` of it was synced less than that many seconds ago; then when the interval is
+    over, with every change made meanwhile. A burst of updates so costs a few writes, not
+    one each, and a lone change is not delayed.
+
+    ``workers``: how many pools are synced at once (one pool never by two at a time).
+    ``max_writes_per_second``: all writes of this controller together, with a burst of two
+    seconds' worth; None for no client-side limit (the apiserver's 429s still apply).
+
+    ``leader_election``: one of several replicas publishes, the one holding the
+    :class:`LeaderElection`'s Lease; the others keep their view of the slices current and
+    write nothing until they take the Lease, then sync every pool at once. ``is_leader()``
+    says which this one is, and the error handler is told when it loses the Lease.
+    ``wait_synced``/``wait_idle`` of a standby wait until it leads and has synced. With
+    ``shards`` > 1 each replica publishes the pools of the shards it holds (``is_leader()``:
+    at least one), and waits for those.
+    """
 
     def __init__(
         self,
@@ -144,12 +147,6 @@ class Controller:
         self._version = 0
         self._pool_versions: dict[str, int] = {}
         self._dirty: set[str] = set(self._desired_pools)
-        self._dropped: dict[str, _DroppedFields] = {}
-        # Slice name -> resourceVersion of this controller's last write of it: a slice
-        # found at another version was changed by someone else (see ConflictingWriterError).
-        # An entry goes when we delete the slice, or the watch shows it deleted while its
-        # pool is no longer desired.
-        self._own_versions: dict[str, str] = {}
         self._counts = {"creates": 0, "updates": 0, "deletes": 0, "syncs": 0}
         self._ready = False
         self._stopped = False
@@ -207,6 +204,16 @@ class Controller:
             only_pool=self._only_pool,
             api=self._slices,
         )
+        self._writer = SliceWriter(
+            self._slices,
+            self._store,
+            self._mutations,
+            may_write=self._may_write,
+            count=self._count,
+            report=self._report,
+            answered=self._informer.retry_now,
+            in_view=self._in_view,
+        )
         for pool in sorted(self._dirty):
             self._queue.add(pool)
         self._workers = [
@@ -238,8 +245,9 @@ class Controller:
             self._version += 1
             for pool in changed:
                 self._pool_versions[pool] = self._version
-                self._dropped.pop(pool, None)
             self._dirty.update(changed)
+            if self._client is not None:
+                self._writer.forget_dropped(changed)
         if self._client is not None:
             for pool in changed:
                 self._queue.add_spaced(pool, self._update_interval)
@@ -446,40 +454,15 @@ class Controller:
         if new is not None:
             self._mutations.observed(new)
             if old is not None:
-                self._adopt_foreign_edit(old, new)
+                self._writer.adopt_foreign_edit(old, new)
         elif old is not None:
             self._mutations.observed(old, deleted=True)
-            # A slice of a pool no longer desired will not be written by us again: forget
-            # our version of it (a desired pool's slice keeps it, so that another writer
-            # recreating it is still reported).
             with self._lock:
-                own = self._own_versions.get(old.name)
-                if (
-                    own is not None
-                    and old.pool not in self._desired_pools
-                    and not_older(old.resource_version, own)
-                ):
-                    del self._own_versions[old.name]
+                if old.pool not in self._desired_pools:
+                    self._writer.forget_deleted(old)
         for record in (old, new):
             if record is not None:
                 self._queue.add_after(record.pool, self._sync_delay)
-
-    def _adopt_foreign_edit(self, old: SliceRecord, new: SliceRecord) -> None:
-        """Another client changed only what is not ours in a slice we wrote last (a label,
-        an annotation, a finalizer, another ownerReference): the new version counts as our
-        write. So our next write of it is not reported as a ConflictingWriterError, and a
-        slice the server stored without some fields is still not rewritten (_DroppedFields)."""
-        with self._lock:
-            ours = self._own_versions.get(new.name) == old.resource_version
-            dropped = self._dropped.get(new.pool)
-            if dropped is not None and dropped.written.get(new.name) != old.resource_version:
-                dropped = None
-            if not (ours or dropped is not None) or not old.same_content(new):
-                return
-            if ours:
-                self._own_versions[new.name] = new.resource_version
-            if dropped is not None:
-                dropped.written[new.name] = new.resource_version
 
     def _work(self) -> None:
         while not self._informer.wait_synced(0.5):
@@ -529,27 +512,28 @@ class Controller:
 
     def _owner_ref(self) -> OwnerRef | None:
         owner = self._owner
-        if owner is None:
-            return None
-        if owner.is_node and not owner.uid:
+        if owner is not None and owner.is_node and not owner.uid:
             # Looked up once (by one worker): a Node's uid changes only when the Node object
             # is recreated, and then the kubelet restarts the driver anyway.
             with self._owner_lock:
                 owner = self._owner
                 assert owner is not None and self._client is not None
                 if not owner.uid:
-                    uid = json.loads(get_json(self._client, node_path(owner.name)))["metadata"][
-                        "uid"
-                    ]
-                    owner = self._owner = replace(owner, uid=uid)
-        return (owner.api_version, owner.kind, owner.name, owner.uid)
+                    owner = self._owner = replace(owner, uid=node_uid(self._client, owner.name))
+        return owner_ref(owner)
+
+    def _in_view(self, record: SliceRecord) -> bool:
+        """Whether the informer would show ``record`` (see SliceWriter._read_taken)."""
+        return record.driver == self._driver and (
+            self._only_pool is not None or record.node_name == self._node_name
+        )
 
     def _sync(self, pool: str) -> None:
         started = time.monotonic()
         owner = self._owner_ref()
         with self._lock:
             desired, version = self._desired, self._pool_versions.get(pool, 0)
-            dropped = self._dropped.get(pool)
+            written = self._writer.dropped_at(pool, version)
         existing = self._mutations.merge(pool, self._store.by_pool(pool))
 
         def window(first_write: int) -> Plan:
@@ -559,25 +543,21 @@ class Controller:
             )
 
         plan = window(0)
-        redundant = (
-            dropped is not None
-            and dropped.version == version
-            and _rewrites_only(plan, existing, dropped.written)
-        )
+        redundant = written is not None and rewrites_only(plan, existing, written)
         writes = _log_plan(pool, plan, existing, redundant)
         if not redundant:
-            self._report_overwrites(pool, plan, existing)
+            self._writer.report_overwrites(pool, plan, existing)
             # Deletes first: they free the names and the room; then updates, then creates
             # (the order of plan.writes), so a consumer never sees more slices of the new
             # generation than resourceSliceCount. stop() ends a sync between two writes: a
             # large pool's publish must not go on after the caller was told it stopped.
-            self._delete(pool, plan.deletes)
-            self._write(pool, plan, version)
+            self._writer.delete(pool, plan.deletes)
+            self._writer.write(pool, plan, version)
             while plan.next_write < len(plan.writes):
                 if self._stopped:
                     return
                 plan = window(plan.next_write)
-                self._write(pool, plan, version)
+                self._writer.write(pool, plan, version)
         if not self._may_sync(pool):
             return  # a write was skipped (stopped, or the lease ran out): not synced
         if writes and not redundant:
@@ -611,90 +591,6 @@ class Controller:
         if expires_in is not None:
             self._queue.add_after(pool, expires_in + 0.001)
 
-    def _report_overwrites(self, pool: str, plan: Plan, existing: list[SliceRecord]) -> None:
-        versions = {record.name: record.resource_version for record in existing}
-        with self._lock:
-            overwritten = [
-                name
-                for name in plan.writes
-                if name in versions
-                and self._own_versions.get(name, versions[name]) != versions[name]
-            ]
-        for name in overwritten:
-            self._report(
-                ConflictingWriterError(pool, name), f"updating ResourceSlice {name!r} of {pool!r}"
-            )
-
-    def _delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
-        for name, uid, resource_version in deletes:
-            if not self._may_write(pool):
-                return
-            left: SliceRecord | None = None
-            try:
-                response = self._slices.delete(name, uid, resource_version)
-            except ApiException as exc:
-                if exc.status != 404:  # already gone is what we wanted
-                    raise
-            else:
-                self._count("deletes")
-                left = _still_there(response)
-            with self._lock:
-                self._own_versions.pop(name, None)
-            if left is not None:
-                # A finalizer holds it: it stays, being deleted, until its holder lets go;
-                # syncs see it so and leave it alone (nor delete it again).
-                self._mutations.stored(left)
-            else:
-                self._mutations.deleted(pool, name, uid)
-
-    def _write(self, pool: str, plan: Plan, version: int) -> None:
-        """The updates and creates of ``plan``'s window."""
-        for name, body in plan.updates:
-            if not self._may_write(pool):
-                return
-            response = self._slices.update(name, body)
-            self._count("updates")
-            self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
-        taken: list[str] = []
-        for body in plan.creates:
-            if not self._may_write(pool):
-                return
-            sent = core.decode_slice(body)
-            try:
-                response = self._slices.create(body)
-            except ApiException as exc:
-                # The name is ours, so it exists because another writer (or our own create,
-                # whose response was lost) made it: compare with it once the watch has it.
-                if exc.status != 409:
-                    raise
-                self._informer.retry_now()
-                taken.append(sent.name)
-                self._read_taken(sent.name)
-                continue
-            self._count("creates")
-            self._stored(pool, version, sent, core.decode_slice(response))
-        if taken:
-            raise SliceExistsError(pool, taken)
-
-    def _read_taken(self, name: str) -> None:
-        """A create found ``name`` taken: read it, so that the next sync sees it.
-
-        After a reconnect the informer can be seconds behind; until it catches up, every
-        sync would create the slice again and get 409 again. Held like a write's response,
-        if the informer would show it: a slice outside its view (another node's) is not ours
-        to take over, and stays reported.
-        """
-        try:
-            record = core.decode_slice(self._slices.get(name))
-        except ApiException as exc:
-            if exc.status != 404:  # deleted meanwhile: the next sync creates it
-                raise
-            return
-        if record.driver == self._driver and (
-            self._only_pool is not None or record.node_name == self._node_name
-        ):
-            self._mutations.stored(record)
-
     def _may_write(self, pool: str) -> bool:
         """Wait for a write token; False when the controller stopped or may not write
         ``pool`` (not the leader): write nothing more."""
@@ -717,47 +613,12 @@ class Controller:
                 self._pool_versions[pool] = self._version
             self._dirty.update(pools)
             if leading:
-                # The other leaders' writes are not conflicts.
-                for name in list(self._own_versions):
-                    record = self._store.get(name)
-                    if covers is None or record is None or covers(record.pool):
-                        del self._own_versions[name]
+                self._writer.forget_own_writes(covers)
             self._lock.notify_all()
         if leading:
             stored = self._store.pool_names()
             for pool in sorted(p for p in self._desired_pools | stored if not covers or covers(p)):
                 self._queue.add(pool)
-
-    def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
-        self._informer.retry_now()  # the server is up: an informer waiting to relist need not
-        self._mutations.stored(actual)
-        with self._lock:
-            dropped = self._dropped.get(pool)
-            if dropped is not None and dropped.version != version:
-                dropped = None
-            paths, features = sent.dropped_fields(actual)
-            if paths and dropped is None:
-                dropped = self._dropped[pool] = _DroppedFields(version)
-            # The watch may have delivered a later edit of only what is not ours before this
-            # answer came: _adopt_foreign_edit did not know our version then, so adopt it here.
-            # Under the lock: an event the store takes in after this look is adopted there.
-            own = actual.resource_version
-            current = self._store.get(actual.name)
-            if (
-                current is not None
-                and current.uid == actual.uid
-                and not_older(current.resource_version, own)
-                and actual.same_content(current)
-            ):
-                own = current.resource_version
-            if dropped is not None:
-                dropped.written[actual.name] = own
-            self._own_versions[actual.name] = own
-        if paths:
-            self._report(
-                DroppedFieldsError(pool, actual.name, _slice_index(actual.name), paths, features),
-                f"publishing ResourceSlice {actual.name!r} of pool {pool!r}",
-            )
 
     def _count(self, kind: str) -> None:
         with self._lock:
@@ -787,80 +648,5 @@ def _log_plan(
     return counts if any(counts) else None
 
 
-def _still_there(response: bytes) -> SliceRecord | None:
-    """The record of a DELETE's response if the object stays, being deleted (finalizers)."""
-    try:
-        record = core.decode_slice(response)
-    except ValueError:  # a Status, not the object: it is gone
-        return None
-    return record if record.deleting else None
-
-
-def _slice_index(name: str) -> int:
-    """The index of one of our slices: its name starts with it in hex (docs/core.md §5)."""
-    return int(name[: len(name) - len(name.lstrip("0123456789abcdef"))], 16)
-
-
-def _rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:
-    """Whether ``plan`` would just rewrite slices exactly as our own last writes left them."""
-    if plan.deletes or not plan.writes:
-        return False
-    versions = {record.name: record.resource_version for record in existing}
-    return all(name in versions and written.get(name) == versions[name] for name in plan.writes)
-
-
-def start_controller(
-    api_client: ApiClient | None,
-    *,
-    driver: str,
-    owner: Owner | None = None,
-    resources: DriverResources | None = None,
-    sync_delay: float = DEFAULT_SYNC_DELAY,
-    mutation_cache_ttl: float = DEFAULT_MUTATION_CACHE_TTL,
-    error_handler: ErrorHandler | None = None,
-    reconcile_pool_with_name: str | None = None,
-    max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES,
-    update_interval: float = DEFAULT_UPDATE_INTERVAL,
-    workers: int = DEFAULT_WORKERS,
-    max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
-    leader_election: LeaderElection | None = None,
-) -> Controller:
-    """Start publishing ``resources`` of ``driver`` as ResourceSlices, in the background.
-
-    ``api_client`` None gives an inactive controller: it validates updates, publishes
-    nothing. Raises ValidationError for invalid ``resources``. Cluster errors go to
-    ``error_handler(exc, message)`` (default: logged to ``logging.getLogger("resourceslice")``)
-    and the pool is retried with backoff.
-
-    ``update_interval``: a pool changed by ``update()`` is synced at once, unless an earlier
-    ``update()`` of it was synced less than that many seconds ago; then when the interval is
-    over, with every change made meanwhile. A burst of updates so costs a few writes, not
-    one each, and a lone change is not delayed.
-
-    ``workers``: how many pools are synced at once (one pool never by two at a time).
-    ``max_writes_per_second``: all writes of this controller together, with a burst of two
-    seconds' worth; None for no client-side limit (the apiserver's 429s still apply).
-
-    ``leader_election``: one of several replicas publishes, the one holding the
-    :class:`LeaderElection`'s Lease; the others keep their view of the slices current and
-    write nothing until they take the Lease, then sync every pool at once. ``is_leader()``
-    says which this one is, and the error handler is told when it loses the Lease.
-    ``wait_synced``/``wait_idle`` of a standby wait until it leads and has synced. With
-    ``shards`` > 1 each replica publishes the pools of the shards it holds (``is_leader()``:
-    at least one), and waits for those.
-    """
-    return Controller(
-        api_client,
-        driver=driver,
-        owner=owner,
-        resources=resources,
-        sync_delay=sync_delay,
-        mutation_cache_ttl=mutation_cache_ttl,
-        error_handler=error_handler,
-        reconcile_pool_with_name=reconcile_pool_with_name,
-        max_slice_bytes=max_slice_bytes,
-        update_interval=update_interval,
-        workers=workers,
-        max_writes_per_second=max_writes_per_second,
-        leader_election=leader_election,
-    )
+#: Go's name, and the README's: constructing a :class:`Controller` starts it.
+start_controller = Controller

@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from resourceslice import cli
+import resourceslice as rs
+from resourceslice import _poolfile, cli
+from resourceslice.cli import command, common
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def parse(document: Any, **selection: Any) -> tuple[dict[str, Any], list[str]]:
-    resources, errors = cli.parse_resources(document, cli.Selection(**selection))
+    resources, errors = _poolfile.parse_resources(document, _poolfile.Selection(**selection))
     return dict(resources.pools), errors
 
 
@@ -26,7 +28,7 @@ def run_plan(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tup
 def test_examples_parse_to_the_documented_sizes() -> None:
     sizes = {}
     for name in ("gpu-node.yaml", "fabric-pool.yaml", "fpga-slices.json"):
-        pools, errors = parse(cli.read_document(EXAMPLES / name), node="n1")
+        pools, errors = parse(_poolfile.read_document(EXAMPLES / name), node="n1")
         assert errors == []
         for pool_name, pool in pools.items():
             devices = pool.devices or [d for s in pool.slices for d in s.devices]
@@ -115,7 +117,7 @@ def test_bad_file_is_one_message_with_path_and_problem(
     path = tmp_path / name
     path.write_text(text)
     code, err = run_plan(path, capsys)
-    assert code == cli.EXIT_USAGE
+    assert code == common.EXIT_USAGE
     assert err.startswith(f"resourceslice: {path}: ")
     assert problem in err
     assert "Traceback" not in err
@@ -124,7 +126,7 @@ def test_bad_file_is_one_message_with_path_and_problem(
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = run_plan(tmp_path / "nope.yaml", capsys)
     assert (code, err) == (
-        cli.EXIT_USAGE,
+        common.EXIT_USAGE,
         f"resourceslice: {tmp_path / 'nope.yaml'}: No such file or directory\n",
     )
 
@@ -150,19 +152,84 @@ def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     ],
 )
 def test_node_selector_syntax(text: str, expressions: list[dict[str, Any]]) -> None:
-    assert cli.parse_node_selector(text) == {
+    assert common.parse_node_selector(text) == {
         "nodeSelectorTerms": [{"matchExpressions": expressions}]
     }
 
 
 @pytest.mark.parametrize("text", ["", "a=b,", "!a=b", "a b"])
 def test_node_selector_errors(text: str) -> None:
-    with pytest.raises(cli.UserError, match="--node-selector: cannot parse"):
-        cli.parse_node_selector(text)
+    with pytest.raises(common.UserError, match="--node-selector: cannot parse"):
+        common.parse_node_selector(text)
 
 
 def test_json_and_yaml_give_the_same_resources(tmp_path: Path) -> None:
-    document = cli.read_document(EXAMPLES / "fpga-slices.json")
+    document = _poolfile.read_document(EXAMPLES / "fpga-slices.json")
     as_yaml = tmp_path / "same.yaml"
     as_yaml.write_text(json.dumps(document, indent=1).replace('"', "'"))
-    assert parse(cli.read_document(as_yaml), node="n") == parse(document, node="n")
+    assert parse(_poolfile.read_document(as_yaml), node="n") == parse(document, node="n")
+
+
+# -- resourceslice.load_resources: the same parser, for drivers -------------------------------
+
+#: Each example with the selection its header comment gives it.
+EXAMPLE_ARGS = {
+    "gpu-node.yaml": ["--node", "n1"],
+    "fabric-pool.yaml": ["--node-selector", "fabric=a"],
+    "fpga-slices.json": ["--node", "n1"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_ARGS))
+def test_load_resources_gives_what_plan_publishes(name: str) -> None:
+    path = EXAMPLES / name
+    args = command.build_parser().parse_args(
+        ["plan", str(path), "--driver", "x.example.com", *EXAMPLE_ARGS[name]]
+    )
+    selection = common.selection_of(args)
+    loaded = common.load(path, "x.example.com", selection)
+    resources = rs.load_resources(str(path), node=args.node, node_selector=selection.node_selector)
+    assert resources == loaded.resources and resources.pools
+    # What a driver does with it: the controller takes it as it is.
+    owner = rs.Owner("v1", "Node", args.node) if args.node else None
+    rs.start_controller(None, driver="x.example.com", owner=owner, resources=resources).stop()
+
+
+def test_load_resources_selection_keywords(tmp_path: Path) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text("pools:\n  '{node}-local': {devices: [{name: a}]}\n  net: {devices: []}\n")
+    resources = rs.load_resources(path, node="n3", all_nodes=True)
+    assert list(resources.pools) == ["n3-local", "net"]
+    assert resources.pools["net"].all_nodes is True
+    with pytest.raises(rs.ValidationError) as raised:
+        rs.load_resources(path)
+    assert raised.value.errors == ['pools["{node}-local"]: {node} in a pool name needs --node']
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "errors"),
+    [
+        ("bad.yaml", "pools:\n  p:\n    devices: [\n", ["line 4, column 1: "]),
+        ("bad.json", '{"pools": {"p": }}', ["line 1, column 17: Expecting value"]),
+        (
+            "shape.yaml",
+            "pools:\n  p:\n    device: []\n  q: {generation: x, devices: []}\n",
+            ["pools[\"p\"]: unknown field 'device'", 'pools["q"].generation: must be an integer'],
+        ),
+    ],
+)
+def test_load_resources_lists_every_problem(
+    tmp_path: Path, name: str, text: str, errors: list[str]
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(rs.ValidationError) as raised:
+        rs.load_resources(path)
+    assert len(raised.value.errors) == len(errors)
+    for got, wanted in zip(raised.value.errors, errors):
+        assert got.startswith(wanted)
+
+
+def test_load_resources_of_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        rs.load_resources(tmp_path / "nope.yaml")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from resourceslice import cli
+from resourceslice import _kubeconfig, cli
+from resourceslice.cli import common
 
 
 @pytest.fixture
@@ -20,18 +21,18 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_flag_then_env_then_home_then_in_cluster(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert cli.kubeconfig_paths(None) is None
+    assert _kubeconfig.kubeconfig_paths(None) is None
     default = home / ".kube" / "config"
     default.parent.mkdir()
     default.write_text("")
-    assert cli.kubeconfig_paths(None) == str(default)
+    assert _kubeconfig.kubeconfig_paths(None) == str(default)
     monkeypatch.setenv("KUBECONFIG", "/a:/b")
-    assert cli.kubeconfig_paths(None) == "/a:/b"
-    assert cli.kubeconfig_paths("/flag") == "/flag"
+    assert _kubeconfig.kubeconfig_paths(None) == "/a:/b"
+    assert _kubeconfig.kubeconfig_paths("/flag") == "/flag"
 
 
 def test_no_config_anywhere_is_a_user_error(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["status", "--driver", "gpu.example.com"]) == cli.EXIT_USAGE
+    assert cli.main(["status", "--driver", "gpu.example.com"]) == common.EXIT_USAGE
     assert capsys.readouterr().err.startswith("resourceslice: no kubeconfig: pass --kubeconfig")
 
 
@@ -41,6 +42,6 @@ def test_unreadable_kubeconfig_names_the_file(
     missing = home / "nope"
     code = cli.main(["status", "--driver", "gpu.example.com", "--kubeconfig", str(missing)])
     err = capsys.readouterr().err
-    assert code == cli.EXIT_USAGE
+    assert code == common.EXIT_USAGE
     assert err.startswith(f"resourceslice: kubeconfig {missing}: ")
     assert "Traceback" not in err

@@ -14,6 +14,8 @@ import yaml
 
 import resourceslice
 from resourceslice import cli
+from resourceslice.cli import command, common
+from resourceslice.cli import publish as cli_publish
 
 from .test_publish import TIMEOUT, Output, driver, kubeconfig, resource_api, slices  # noqa: F401
 
@@ -29,10 +31,10 @@ current-context: %s
 
 
 def election(*args: str) -> resourceslice.LeaderElection:
-    parsed = cli.build_parser().parse_args(
+    parsed = command.build_parser().parse_args(
         ["publish", "pools.yaml", "--driver", "gpu.example.com", "--leader-elect", *args]
     )
-    return cli.leader_election_of(parsed)
+    return cli_publish.leader_election_of(parsed)
 
 
 def test_the_lease_is_the_drivers_in_the_contexts_namespace(tmp_path: Path) -> None:
@@ -64,9 +66,9 @@ def test_in_a_pod_the_lease_is_in_the_pods_namespace(
     monkeypatch.delenv("KUBECONFIG", raising=False)
     namespace_file = tmp_path / "namespace"
     namespace_file.write_text("drivers\n")
-    monkeypatch.setattr(cli, "SERVICE_ACCOUNT_NAMESPACE", namespace_file)
+    monkeypatch.setattr(cli_publish, "SERVICE_ACCOUNT_NAMESPACE", namespace_file)
     assert election().namespace == "drivers"
-    monkeypatch.setattr(cli, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "missing")
+    monkeypatch.setattr(cli_publish, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "missing")
     assert election().namespace == "default"
 
 
@@ -87,7 +89,7 @@ def test_bad_leader_election_arguments(
     publish = ["publish", str(path), "--driver", "gpu.example.com", "--all-nodes"]
     with pytest.raises(SystemExit) if args[0] != "--once" else _nothing():
         code = cli.main([*publish, "--leader-elect", *args, "--kubeconfig", "/nonexistent"])
-        assert code == cli.EXIT_USAGE
+        assert code == common.EXIT_USAGE
     assert message in capsys.readouterr().err
 
 
@@ -97,7 +99,7 @@ def test_shards_need_leader_election(tmp_path: Path, capsys: pytest.CaptureFixtu
     code = cli.main(
         ["publish", str(path), "--driver", "gpu.example.com", "--all-nodes", "--shards", "3"]
     )
-    assert code == cli.EXIT_USAGE
+    assert code == common.EXIT_USAGE
     assert "--shards needs --leader-elect" in capsys.readouterr().err
 
 

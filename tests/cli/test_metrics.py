@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import resourceslice
 from resourceslice import cli
+from resourceslice.cli import common
 
 from . import test_publish
 from .test_publish import TIMEOUT, Output, device, slices
@@ -140,14 +141,14 @@ def test_metrics_address_errors(
 
     with pytest.raises(SystemExit) as exited:
         cli.main([*args, "--metrics-address", "9090"])
-    assert exited.value.code == cli.EXIT_USAGE
+    assert exited.value.code == common.EXIT_USAGE
     assert "expected HOST:PORT, not '9090'" in capsys.readouterr().err
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert cli.main([*args, "--metrics-address", f"127.0.0.1:{port}"]) == cli.EXIT_USAGE
+        assert cli.main([*args, "--metrics-address", f"127.0.0.1:{port}"]) == common.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith(f"resourceslice: --metrics-address 127.0.0.1:{port}: "), err
 
@@ -155,7 +156,7 @@ def test_metrics_address_errors(
     monkeypatch.delitem(sys.modules, "resourceslice.metrics", raising=False)
     monkeypatch.delattr(resourceslice, "metrics", raising=False)
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
-    assert cli.main([*args, "--metrics-address", "127.0.0.1:0"]) == cli.EXIT_USAGE
+    assert cli.main([*args, "--metrics-address", "127.0.0.1:0"]) == common.EXIT_USAGE
     err = capsys.readouterr().err
     assert "needs prometheus_client: pip install 'resourceslice[metrics]'" in err
     # Each was refused before anything was published.

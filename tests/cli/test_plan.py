@@ -9,20 +9,21 @@ from typing import Any
 import pytest
 import yaml
 
-from resourceslice import cli
+from resourceslice import _poolfile, cli
+from resourceslice.cli import common
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[list[Any], str]:
-    assert cli.main(["plan", *args]) == cli.EXIT_OK
+    assert cli.main(["plan", *args]) == common.EXIT_OK
     captured = capsys.readouterr()
     return list(yaml.load_all(captured.out, Loader=yaml.CSafeLoader)), captured.err
 
 
 def file_device_names(name: str, node: str | None = None) -> list[str]:
-    resources, errors = cli.parse_resources(
-        cli.read_document(EXAMPLES / name), cli.Selection(node=node)
+    resources, errors = _poolfile.parse_resources(
+        _poolfile.read_document(EXAMPLES / name), _poolfile.Selection(node=node)
     )
     assert errors == []
     return [d["name"] for pool in resources.pools.values() for d in pool.devices or []]
@@ -91,7 +92,7 @@ def test_explicit_slices_are_published_as_given(capsys: pytest.CaptureFixture[st
 def test_json_output_is_a_list_of_the_same_objects(capsys: pytest.CaptureFixture[str]) -> None:
     args = [str(EXAMPLES / "fpga-slices.json"), "--driver", "fpga.example.com", "--node", "n2"]
     as_yaml, _ = plan(capsys, *args)
-    assert cli.main(["plan", *args, "-o", "json"]) == cli.EXIT_OK
+    assert cli.main(["plan", *args, "-o", "json"]) == common.EXIT_OK
     listing = json.loads(capsys.readouterr().out)
     assert (listing["apiVersion"], listing["kind"]) == ("v1", "List")
     assert listing["items"] == as_yaml
@@ -110,7 +111,7 @@ def test_invalid_devices_list_every_problem_with_its_path(
         "      - name: ok\n"
         "        capacity: {memory: {value: lots}}\n"
     )
-    assert cli.main(["plan", str(path), "--driver", "gpu.example.com"]) == cli.EXIT_USAGE
+    assert cli.main(["plan", str(path), "--driver", "gpu.example.com"]) == common.EXIT_USAGE
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.splitlines()

@@ -10,6 +10,7 @@ import yaml
 
 import resourceslice
 from resourceslice import cli
+from resourceslice.cli import common
 
 from . import test_publish
 from .test_publish import device, run, slices
@@ -51,7 +52,7 @@ def test_prune_lists_without_yes_then_deletes_a_nodes_slices_then_the_rest(
     assert pools == ["local", "local", "shared", "shared"]
 
     code, out, err = run(capsys, "prune", *access)
-    assert code == cli.EXIT_USAGE
+    assert code == common.EXIT_USAGE
     assert (
         err == f"4 ResourceSlices of driver {driver}; nothing deleted: pass --yes to delete them\n"
     )

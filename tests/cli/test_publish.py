@@ -21,6 +21,9 @@ import yaml
 
 import resourceslice
 from resourceslice import cli
+from resourceslice.cli import command, common
+from resourceslice.cli import plan as cli_plan
+from resourceslice.cli import publish as cli_publish
 from resourceslice.testing import TestCluster, wait_until
 
 pytestmark = pytest.mark.integration
@@ -122,7 +125,7 @@ def test_status_fails_for_an_incomplete_pool(
     resource_api.delete_resource_slice(victim)
 
     code, out, err = run(capsys, "status", "--driver", driver, "--kubeconfig", kubeconfig)
-    assert code == cli.EXIT_FAILED
+    assert code == common.EXIT_FAILED
     (row,) = out.splitlines()[1:]
     assert row.split()[:5] == ["fabric-a", "-", "1", "37/38", str(4800 - 128)]
     assert row.endswith("incomplete: 1 of 38 slices missing")
@@ -166,17 +169,17 @@ def test_publish_once_exits_in_sync_when_another_writer_did_part_of_the_work(
     path = tmp_path / "pools.yaml"
     two = {"pools": {"a": {"devices": [{"name": "a"}]}, "b": {"devices": [{"name": "b"}]}}}
     path.write_text(yaml.safe_dump(two))
-    planned_writes = cli.Publisher._planned_writes
+    planned_writes = cli_publish.Publisher._planned_writes
 
     def and_then_another_writer(publisher: Any, client: Any, loaded: Any, owner: Any) -> int:
         # Between the count of the writes needed and the controller's start, someone else
         # (another publish of the same FILE) creates one of the slices, exactly as wanted.
         planned: int = planned_writes(publisher, client, loaded, owner)
-        [body] = cli.first_plans(loaded, None)[0].creates
+        [body] = cli_plan.first_plans(loaded, None)[0].creates
         resource_api.create_resource_slice(json.loads(body), _preload_content=False)
         return planned
 
-    monkeypatch.setattr(cli.Publisher, "_planned_writes", and_then_another_writer)
+    monkeypatch.setattr(cli_publish.Publisher, "_planned_writes", and_then_another_writer)
     publish = ["publish", str(path), "--driver", driver, "--all-nodes", "--once"]
     code, out, err = run(capsys, *publish, "--kubeconfig", kubeconfig, "--timeout", "30")
     # In sync after one create of the two planned: done, not waiting for the timeout.
@@ -193,7 +196,7 @@ def test_missing_node_is_a_clear_error(
         capsys, "publish", str(EXAMPLES / "gpu-node.yaml"), "--driver", driver,
         "--node", "no-such-node", "--once", "--kubeconfig", kubeconfig,
     )  # fmt: skip
-    assert (code, out) == (cli.EXIT_FAILED, "")
+    assert (code, out) == (common.EXIT_FAILED, "")
     assert err.startswith("resourceslice: node no-such-node: 404 ")
     assert "must exist" in err
 
@@ -296,7 +299,7 @@ def test_an_edit_while_the_file_is_loaded_is_followed(
     path = tmp_path / "fabric.yaml"
     path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": [device(0)]}}}))
     edited = yaml.safe_dump({"pools": {"fabric": {"devices": [device(0), device(1)]}}})
-    first_load = cli.load
+    first_load = common.load
 
     def load_then_edit(*args: Any) -> Any:
         loaded = first_load(*args)
@@ -304,12 +307,12 @@ def test_an_edit_while_the_file_is_loaded_is_followed(
             path.write_text(edited)
         return loaded
 
-    monkeypatch.setattr(cli, "load", load_then_edit)
-    args = cli.build_parser().parse_args(
+    monkeypatch.setattr(cli_publish, "load", load_then_edit)
+    args = command.build_parser().parse_args(
         ["publish", str(path), "--driver", driver, "--all-nodes", "--interval", "0.05",
          "--kubeconfig", kubeconfig]
     )  # fmt: skip
-    publisher = cli.Publisher(args, io.StringIO(), io.StringIO())
+    publisher = cli_publish.Publisher(args, io.StringIO(), io.StringIO())
     runner = threading.Thread(target=publisher.run)
     runner.start()
     try:

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from resourceslice import cli
 from resourceslice._backend import core
+from resourceslice.cli import status as cli_status
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,14 @@ def test_complete_pool_with_obsolete_leftovers_is_ok() -> None:
         Rec("a-1", "p", 2, 2, ["d2"]),
         Rec("old", "p", 1, 1, ["d0"]),
     ]
-    (status,) = cli.pool_statuses(records)
+    (status,) = cli_status.pool_statuses(records)
     assert (status.generation, status.seen, status.expected, status.devices) == (2, 2, 2, 3)
     assert status.ok
     assert status.state == "ok (1 obsolete slice)"
 
 
 def test_missing_slice_is_incomplete() -> None:
-    (status,) = cli.pool_statuses([Rec("a-0", "p", 3, 3), Rec("a-2", "p", 3, 3)])
+    (status,) = cli_status.pool_statuses([Rec("a-0", "p", 3, 3), Rec("a-2", "p", 3, 3)])
     assert not status.ok
     assert status.problems == ["incomplete: 1 of 3 slices missing"]
 
@@ -43,7 +43,7 @@ def test_disagreeing_counts_and_duplicate_devices_are_inconsistent() -> None:
         Rec("a-0", "p", 1, 2, ["d0", "d1", "d2", "d3", "d4"]),
         Rec("a-1", "p", 1, 3, ["d0", "d1", "d2", "d3", "d5"]),
     ]
-    (status,) = cli.pool_statuses(records)
+    (status,) = cli_status.pool_statuses(records)
     assert status.problems == [
         "slices disagree on resourceSliceCount (2, 3)",
         "incomplete: 1 of 3 slices missing",
@@ -52,7 +52,7 @@ def test_disagreeing_counts_and_duplicate_devices_are_inconsistent() -> None:
 
 
 def test_more_slices_than_count() -> None:
-    (status,) = cli.pool_statuses([Rec("a", "p", 1, 1), Rec("b", "p", 1, 1)])
+    (status,) = cli_status.pool_statuses([Rec("a", "p", 1, 1), Rec("b", "p", 1, 1)])
     assert status.problems == ["2 slices for resourceSliceCount 1"]
 
 
@@ -61,7 +61,7 @@ def test_table_columns_and_order() -> None:
         Rec("z-0", "zeta", 1, 1, ["x"], node_name=None),
         Rec("a-0", "alpha", 4, 2, ["a", "b"]),
     ]
-    lines = cli.status_table(cli.pool_statuses(records)).splitlines()
+    lines = cli_status.status_table(cli_status.pool_statuses(records)).splitlines()
     assert [line.split()[:5] for line in lines] == [
         ["POOL", "NODE", "GENERATION", "SLICES", "DEVICES"],
         ["alpha", "n1", "4", "1/2", "2"],
@@ -98,7 +98,7 @@ def test_status_of_a_recorded_list() -> None:
         ],
     }
     _, records = core.decode_list(json.dumps(listing).encode())
-    statuses = cli.pool_statuses(records)
+    statuses = cli_status.pool_statuses(records)
     assert [(s.pool, s.seen, s.expected, s.devices, s.ok) for s in statuses] == [
         ("bad", 1, 2, 2, False),
         ("good", 2, 2, 4, True),

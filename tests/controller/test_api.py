@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 
 import resourceslice as rs
 from resourceslice import _core, _pycore
-from resourceslice.api import to_plain_pools
+from resourceslice._plain import to_plain_pools
 
 
 def test_model_objects_become_rest_json() -> None:

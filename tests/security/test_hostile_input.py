@@ -17,6 +17,7 @@ import resourceslice as rs
 from integration.controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
 from resourceslice._backend import core
 from resourceslice._http import send_json
+from resourceslice._plain import to_plain_pools
 from resourceslice.testing import TestCluster, wait_until
 
 DRIVER = "hostile.example.com"
@@ -113,7 +114,7 @@ def test_accepted_input_is_accepted_by_the_apiserver(
     """What update() accepts, the real apiserver accepts too (dry-run creates of the plan)."""
     if accepted_or_rejected(pools_) is None:
         return
-    plain, errors = rs.api.to_plain_pools(rs.DriverResources(pools=pools_))
+    plain, errors = to_plain_pools(rs.DriverResources(pools=pools_))
     desired, errors = core.prepare_desired(DRIVER, plain, 1 << 20)
     assert desired is not None, errors
     client = kube_cluster.api_client("admin")

@@ -14,7 +14,9 @@ import kubernetes.client
 import pytest
 import yaml
 
-from resourceslice import cli
+from resourceslice import _poolfile
+from resourceslice.cli import common
+from resourceslice.cli.command import build_parser
 from resourceslice.leaderelection import LeaderElection, LeaderElector
 from resourceslice.sharding import GROUP_LABEL, ShardedElector
 from resourceslice.testing import TestCluster
@@ -152,13 +154,13 @@ def test_the_deployment_example_runs_a_valid_publish() -> None:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     command = container["command"]
     assert command[0] == "resourceslice"
-    args = cli.build_parser().parse_args(command[1:])
+    args = build_parser().parse_args(command[1:])
     assert args.leader_elect and not args.once
     # The pools file of the ConfigMap is valid for that driver.
     config = shipped("publisher-deployment.yaml", "ConfigMap")
     [mount] = container["volumeMounts"]
     assert args.file.parent == Path(mount["mountPath"])
     document = yaml.safe_load(config["data"][args.file.name])
-    resources, errors = cli.parse_resources(document, cli.selection_of(args))
+    resources, errors = _poolfile.parse_resources(document, common.selection_of(args))
     assert errors == [] and list(resources.pools) == ["fabric-a"]
     assert deployment["spec"]["replicas"] >= 2

@@ -1,0 +1,128 @@
+"""What the commands share: exit codes, user errors, FILE as the command reads it, the
+cluster client and its errors."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from resourceslice._kubeconfig import default_api_client, in_cluster, kubeconfig_paths
+from resourceslice._plain import to_plain_pools
+from resourceslice._poolfile import Selection, parse_resources, read_document
+from resourceslice.api import DriverResources, ValidationError
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from resourceslice import _core as core
+    from resourceslice._core import Desired, SliceRecord
+else:
+    from resourceslice._backend import core
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+#: The controller's default; the same budget makes ``plan`` pack exactly as ``publish`` does.
+MAX_SLICE_BYTES = 1 << 20
+
+
+class UserError(Exception):
+    """Something the user can fix (arguments, FILE, kubeconfig): printed as is, no traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A FILE that passed validation: what the controller is given, and the core's view of it."""
+
+    resources: DriverResources
+    desired: Desired
+
+
+def load(path: Path, driver: str, selection: Selection) -> Loaded:
+    """Read and validate FILE for ``driver``; UserError listing every problem with its path."""
+    try:
+        document = read_document(path)
+    except OSError as exc:
+        raise UserError(f"{path}: {exc.strerror or exc}") from None
+    except ValidationError as exc:  # not YAML or JSON: where the parser gave up
+        raise UserError(f"{path}: {exc.errors[0]}") from None
+    resources, errors = parse_resources(document, selection)
+    if not errors:
+        plain, errors = to_plain_pools(resources, selection.node)
+        if not errors:
+            desired, errors = core.prepare_desired(driver, plain, MAX_SLICE_BYTES)
+            if desired is not None:
+                return Loaded(resources, desired)
+    shown = errors[:50]
+    more = f"\n  … and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
+    raise UserError(f"{path}: invalid:\n  " + "\n  ".join(shown) + more)
+
+
+def selection_of(args: argparse.Namespace) -> Selection:
+    selector = parse_node_selector(args.node_selector) if args.node_selector else None
+    return Selection(node=args.node, all_nodes=args.all_nodes, node_selector=selector)
+
+
+_SELECTOR_TERM = re.compile(r"(?P<not>!)?(?P<key>[^\s=!]+)(?:\s*(?P<op>==|=|!=)\s*(?P<value>\S*))?")
+_OPERATORS = {"=": "In", "==": "In", "!=": "NotIn"}
+
+
+def parse_node_selector(text: str) -> dict[str, Any]:
+    """``key=value,key!=value,key,!key`` (kubectl's label selector syntax) as a NodeSelector."""
+    expressions: list[dict[str, Any]] = []
+    for term in text.split(","):
+        match = _SELECTOR_TERM.fullmatch(term.strip())
+        if match is None or (match["not"] and match["op"]):
+            raise UserError(f"--node-selector: cannot parse {term.strip()!r}")
+        if match["op"]:
+            expr = {"key": match["key"], "operator": _OPERATORS[match["op"]]}
+            expr["values"] = [match["value"]]
+        else:
+            expr = {"key": match["key"], "operator": "DoesNotExist" if match["not"] else "Exists"}
+        expressions.append(expr)
+    return {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+
+
+def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
+    from kubernetes.config.config_exception import ConfigException
+
+    paths = kubeconfig_paths(kubeconfig)
+    if paths is None and not in_cluster():
+        raise UserError(
+            "no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
+            "or run in a Pod (in-cluster config)"
+        )
+    try:
+        return default_api_client(paths, context)
+    except (ConfigException, OSError) as exc:
+        raise UserError(f"kubeconfig {paths or '(in-cluster)'}: {exc}") from None
+
+
+def describe_api_error(exc: BaseException) -> str:
+    """One line for an API error: the status and the apiserver's own message."""
+    from kubernetes.client.exceptions import ApiException
+
+    if not isinstance(exc, ApiException):
+        return f"{type(exc).__name__}: {exc}"
+    message = exc.reason or ""
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        message = json.loads(exc.body or "")["message"]
+    return f"{exc.status} {message}".strip()
+
+
+def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
+    from resourceslice._apiversion import ResourceSliceAPI
+
+    return core.decode_list(ResourceSliceAPI(client).list(selector))[1]

@@ -1,0 +1,71 @@
+"""``resourceslice plan``: the ResourceSlices FILE becomes, without a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+import yaml
+
+from resourceslice.cli.common import EXIT_OK, Loaded, counted, load, selection_of
+
+if TYPE_CHECKING:
+    from resourceslice import _core as core
+    from resourceslice._core import Plan
+else:
+    from resourceslice._backend import core
+
+_YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@dataclass
+class Totals:
+    pools: int = 0
+    slices: int = 0
+    devices: int = 0
+
+    def __str__(self) -> str:
+        return ", ".join(
+            [
+                counted(self.pools, "pool"),
+                counted(self.slices, "slice"),
+                counted(self.devices, "device"),
+            ]
+        )
+
+
+def first_plans(loaded: Loaded, node: str | None) -> list[Plan]:
+    """Each pool's plan against an empty cluster: what a first publish creates."""
+    owner = ("v1", "Node", node, "") if node else None
+    return [core.plan_pool(loaded.desired, p, [], owner, node) for p in loaded.desired.pool_names()]
+
+
+def totals_of(plans: Sequence[Plan]) -> Totals:
+    return Totals(
+        pools=len(plans),
+        slices=sum(plan.slice_count for plan in plans),
+        devices=sum(plan.device_count for plan in plans),
+    )
+
+
+def render(objects: Sequence[Mapping[str, Any]], output: str) -> str:
+    """``kubectl -o yaml`` style: one YAML document per object; ``json``: a v1 List."""
+    if output == "json":
+        listing = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+        return json.dumps(listing, indent=2, ensure_ascii=False) + "\n"
+    text: str = yaml.dump_all(
+        objects, Dumper=_YamlDumper, sort_keys=False, allow_unicode=True, default_flow_style=False
+    )
+    return text
+
+
+def cmd_plan(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    loaded = load(args.file, args.driver, selection_of(args))
+    plans = first_plans(loaded, args.node)
+    objects = [json.loads(body) for plan in plans for body in plan.creates]
+    out.write(render(objects, args.output))
+    err.write(f"{totals_of(plans)} (dry run: nothing was sent)\n")
+    return EXIT_OK

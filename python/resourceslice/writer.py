@@ -1,0 +1,265 @@
+"""The writes of a plan: sends them, and keeps what they left behind.
+
+A plan says what to delete, update and create; sending it is where the cluster answers back:
+a slice already gone, a name taken by another writer (409), a slice another client changed
+since our last write, fields the apiserver did not store. This remembers our own last write
+of each slice, to tell our writes from someone else's, and which pools lost fields, so that
+a sync does not rewrite what the server will drop again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kubernetes.client.exceptions import ApiException
+
+from resourceslice.api import ConflictingWriterError, DroppedFieldsError, SliceExistsError
+from resourceslice.mutation_cache import MutationCache, not_older
+from resourceslice.store import SliceStore
+
+if TYPE_CHECKING:
+    from resourceslice import _core as core
+    from resourceslice._apiversion import ResourceSliceAPI
+    from resourceslice._core import Plan, SliceRecord
+else:
+    from resourceslice._backend import core
+
+
+@dataclass
+class _DroppedFields:
+    """A pool whose writes lost fields, for one desired version.
+
+    ``written``: slice name -> resourceVersion of our own last write. A plan that would only
+    rewrite those very objects again is skipped: the server would drop the same fields again.
+    """
+
+    version: int
+    written: dict[str, str] = field(default_factory=dict)
+
+
+class SliceWriter:
+    """Sends the writes of pool plans through ``slices``, and records their results.
+
+    ``may_write(pool)`` waits for a write token and says whether to write at all (not once
+    stopped, nor without the Lease); ``count(verb)`` counts a write made; ``report`` is the
+    error handler; ``answered()`` is told that the server answered a write; ``in_view(record)``
+    says whether the informer would show a slice (for one found by a failed create).
+    """
+
+    def __init__(
+        self,
+        slices: ResourceSliceAPI,
+        store: SliceStore,
+        mutations: MutationCache,
+        *,
+        may_write: Callable[[str], bool],
+        count: Callable[[str], None],
+        report: Callable[[BaseException, str], None],
+        answered: Callable[[], None],
+        in_view: Callable[[SliceRecord], bool],
+    ) -> None:
+        self._slices = slices
+        self._store = store
+        self._mutations = mutations
+        self._may_write = may_write
+        self._count = count
+        self._report = report
+        self._answered = answered
+        self._in_view = in_view
+        self._lock = threading.Lock()
+        self._dropped: dict[str, _DroppedFields] = {}
+        # Slice name -> resourceVersion of this controller's last write of it: a slice
+        # found at another version was changed by someone else (see ConflictingWriterError).
+        # An entry goes when we delete the slice, or the watch shows it deleted while its
+        # pool is no longer desired.
+        self._own_versions: dict[str, str] = {}
+
+    # -- what our writes left ---------------------------------------------------------------
+
+    def dropped_at(self, pool: str, version: int) -> dict[str, str] | None:
+        """Our last writes of ``pool`` (slice name -> resourceVersion) if the apiserver
+        dropped fields of them for desired ``version``; else None."""
+        with self._lock:
+            dropped = self._dropped.get(pool)
+        return dropped.written if dropped is not None and dropped.version == version else None
+
+    def forget_dropped(self, pools: Iterable[str]) -> None:
+        """``pools`` have a new desired state: what the server dropped before may now fit."""
+        with self._lock:
+            for pool in pools:
+                self._dropped.pop(pool, None)
+
+    def forget_deleted(self, record: SliceRecord) -> None:
+        """The watch saw ``record`` deleted, of a pool no longer desired: we will not write it
+        again (a desired pool's slice keeps its entry, so that another writer recreating it is
+        still reported)."""
+        with self._lock:
+            own = self._own_versions.get(record.name)
+            if own is not None and not_older(record.resource_version, own):
+                del self._own_versions[record.name]
+
+    def forget_own_writes(self, covers: Callable[[str], bool] | None) -> None:
+        """This replica took the Lease (of the pools ``covers`` selects): what the other
+        leaders wrote meanwhile are not conflicts."""
+        with self._lock:
+            for name in list(self._own_versions):
+                record = self._store.get(name)
+                if covers is None or record is None or covers(record.pool):
+                    del self._own_versions[name]
+
+    def adopt_foreign_edit(self, old: SliceRecord, new: SliceRecord) -> None:
+        """Another client changed only what is not ours in a slice we wrote last (a label,
+        an annotation, a finalizer, another ownerReference): the new version counts as our
+        write. So our next write of it is not reported as a ConflictingWriterError, and a
+        slice the server stored without some fields is still not rewritten (_DroppedFields)."""
+        with self._lock:
+            ours = self._own_versions.get(new.name) == old.resource_version
+            dropped = self._dropped.get(new.pool)
+            if dropped is not None and dropped.written.get(new.name) != old.resource_version:
+                dropped = None
+            if not (ours or dropped is not None) or not old.same_content(new):
+                return
+            if ours:
+                self._own_versions[new.name] = new.resource_version
+            if dropped is not None:
+                dropped.written[new.name] = new.resource_version
+
+    # -- the writes ---------------------------------------------------------------------------
+
+    def report_overwrites(self, pool: str, plan: Plan, existing: list[SliceRecord]) -> None:
+        versions = {record.name: record.resource_version for record in existing}
+        with self._lock:
+            overwritten = [
+                name
+                for name in plan.writes
+                if name in versions
+                and self._own_versions.get(name, versions[name]) != versions[name]
+            ]
+        for name in overwritten:
+            self._report(
+                ConflictingWriterError(pool, name), f"updating ResourceSlice {name!r} of {pool!r}"
+            )
+
+    def delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
+        for name, uid, resource_version in deletes:
+            if not self._may_write(pool):
+                return
+            left: SliceRecord | None = None
+            try:
+                response = self._slices.delete(name, uid, resource_version)
+            except ApiException as exc:
+                if exc.status != 404:  # already gone is what we wanted
+                    raise
+            else:
+                self._count("deletes")
+                left = _still_there(response)
+            with self._lock:
+                self._own_versions.pop(name, None)
+            if left is not None:
+                # A finalizer holds it: it stays, being deleted, until its holder lets go;
+                # syncs see it so and leave it alone (nor delete it again).
+                self._mutations.stored(left)
+            else:
+                self._mutations.deleted(pool, name, uid)
+
+    def write(self, pool: str, plan: Plan, version: int) -> None:
+        """The updates and creates of ``plan``'s window, for desired ``version`` of ``pool``."""
+        for name, body in plan.updates:
+            if not self._may_write(pool):
+                return
+            response = self._slices.update(name, body)
+            self._count("updates")
+            self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
+        taken: list[str] = []
+        for body in plan.creates:
+            if not self._may_write(pool):
+                return
+            sent = core.decode_slice(body)
+            try:
+                response = self._slices.create(body)
+            except ApiException as exc:
+                # The name is ours, so it exists because another writer (or our own create,
+                # whose response was lost) made it: compare with it once the watch has it.
+                if exc.status != 409:
+                    raise
+                self._answered()
+                taken.append(sent.name)
+                self._read_taken(sent.name)
+                continue
+            self._count("creates")
+            self._stored(pool, version, sent, core.decode_slice(response))
+        if taken:
+            raise SliceExistsError(pool, taken)
+
+    def _read_taken(self, name: str) -> None:
+        """A create found ``name`` taken: read it, so that the next sync sees it.
+
+        After a reconnect the informer can be seconds behind; until it catches up, every
+        sync would create the slice again and get 409 again. Held like a write's response,
+        if the informer would show it: a slice outside its view (another node's) is not ours
+        to take over, and stays reported.
+        """
+        try:
+            record = core.decode_slice(self._slices.get(name))
+        except ApiException as exc:
+            if exc.status != 404:  # deleted meanwhile: the next sync creates it
+                raise
+            return
+        if self._in_view(record):
+            self._mutations.stored(record)
+
+    def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
+        self._answered()  # the server is up: an informer waiting to relist need not
+        self._mutations.stored(actual)
+        with self._lock:
+            dropped = self._dropped.get(pool)
+            if dropped is not None and dropped.version != version:
+                dropped = None
+            paths, features = sent.dropped_fields(actual)
+            if paths and dropped is None:
+                dropped = self._dropped[pool] = _DroppedFields(version)
+            # The watch may have delivered a later edit of only what is not ours before this
+            # answer came: adopt_foreign_edit did not know our version then, so adopt it here.
+            # Under the lock: an event the store takes in after this look is adopted there.
+            own = actual.resource_version
+            current = self._store.get(actual.name)
+            if (
+                current is not None
+                and current.uid == actual.uid
+                and not_older(current.resource_version, own)
+                and actual.same_content(current)
+            ):
+                own = current.resource_version
+            if dropped is not None:
+                dropped.written[actual.name] = own
+            self._own_versions[actual.name] = own
+        if paths:
+            self._report(
+                DroppedFieldsError(pool, actual.name, _slice_index(actual.name), paths, features),
+                f"publishing ResourceSlice {actual.name!r} of pool {pool!r}",
+            )
+
+
+def rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:
+    """Whether ``plan`` would just rewrite slices exactly as our own last writes left them."""
+    if plan.deletes or not plan.writes:
+        return False
+    versions = {record.name: record.resource_version for record in existing}
+    return all(name in versions and written.get(name) == versions[name] for name in plan.writes)
+
+
+def _still_there(response: bytes) -> SliceRecord | None:
+    """The record of a DELETE's response if the object stays, being deleted (finalizers)."""
+    try:
+        record = core.decode_slice(response)
+    except ValueError:  # a Status, not the object: it is gone
+        return None
+    return record if record.deleting else None
+
+
+def _slice_index(name: str) -> int:
+    """The index of one of our slices: its name starts with it in hex (docs/core.md §5)."""
+    return int(name[: len(name) - len(name.lstrip("0123456789abcdef"))], 16)
