@@ -395,6 +395,31 @@ def test_binding_conditions(env: ControllerEnv) -> None:
     assert env.errors == []
 
 
+def test_node_allocatable_resources(env: ControllerEnv) -> None:
+    """The field is published (the test apiserver has its gate on, as the vectors do), and
+    its quantities compare by value: "1000m" is stored as "1", which is neither a dropped
+    field nor a reason to rewrite."""
+
+    def dev(multiplier: str) -> dict[str, Any]:
+        return device(
+            0,
+            capacity={"mem": {"value": "8Gi"}},
+            nodeAllocatableResources={
+                "memory": {"mapping": {"deviceMultiplier": multiplier}, "overhead": {"perPod": "1"}}
+            },
+        )
+
+    ctrl = env.start_synced(pools(p=rs.Pool(devices=[dev("1000m")])))
+    [published] = env.slices()
+    assert devices_of(published) == [dev("1")]  # the server's canonical form
+    assert env.errors == []
+    env.counter.reset()
+    env.update_synced(ctrl, pools(p=rs.Pool(devices=[dev("1")])))
+    env.restart(ctrl, pools(p=rs.Pool(devices=[dev("1000m")])))
+    assert env.counter.writes() == {}
+    assert env.errors == []
+
+
 def test_quantities_compared_by_value(env: ControllerEnv) -> None:
     def with_memory(value: str) -> rs.DriverResources:
         return pools(p=rs.Pool(devices=[device(0, capacity={"memory": {"value": value}})]))

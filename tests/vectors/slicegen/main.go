@@ -11,8 +11,7 @@
 // ResourceSlice validation and the declarative validation, merged as the server merges them.
 // The feature gates are those the test apiserver switches on (sliceFeatureGates in
 // python/resourceslice/testing/apiserver/main.go; tests/core/test_slice_vectors.py checks the
-// two lists agree) plus DRANodeAllocatableResources, so that field is validated rather than
-// dropped.
+// two lists agree).
 //
 // Every field of the v1 ResourceSliceSpec (read from the Go types) must be set by some case,
 // or the generation fails (coverage.go).
@@ -48,7 +47,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/resource/resourceslice"
 )
 
-// featureGates: the test apiserver's sliceFeatureGates, plus DRANodeAllocatableResources.
+// featureGates: the test apiserver's sliceFeatureGates.
 var featureGates = []string{
 	"DRADeviceTaints",
 	"DRAPartitionableDevices",

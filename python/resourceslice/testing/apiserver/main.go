@@ -211,6 +211,7 @@ var sliceFeatureGates = []string{
 	"DRAOptionalNodeOperations",
 	"DRADeviceCompatibilityGroups",
 	"DRAFractionalCapacityRange",
+	"DRANodeAllocatableResources",
 }
 
 // servedResourceVersions are the resource.k8s.io versions besides v1 that the test server
