@@ -219,6 +219,12 @@ class TestCluster:
         return str(self._info["etcdClient"])
 
     @property
+    def feature_gates(self) -> str:
+        """The ``--feature-gates`` the server runs with (other components of the release
+        take the same)."""
+        return str(self._info.get("featureGates", ""))
+
+    @property
     def kubeconfigs(self) -> dict[str, Path]:
         """Kubeconfig per user: ``admin`` (system:masters), ``driver`` (no rights), extras."""
         return {name: Path(path) for name, path in self._info["kubeconfigs"].items()}
