@@ -91,7 +91,7 @@ $(OLDEST_STAMP): pyproject.toml Makefile
 
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
 # OLDEST_DEPS: pip check), then the suite from that installation.
-test-oldest: wheel server kubelet-harness $(OLDEST_STAMP)
+test-oldest: wheel server kubelet-harness dra-cluster $(OLDEST_STAMP)
 	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
 	$(OLDEST_PY) -m pip check
 	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
@@ -100,7 +100,7 @@ test-oldest: wheel server kubelet-harness $(OLDEST_STAMP)
 
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
 # server with the newest Python and dependencies, then again on the oldest.
-test: lint server kubelet-harness wheel
+test: lint server kubelet-harness dra-cluster wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
@@ -132,10 +132,15 @@ PROTOC_VENV := .venv-protoc
 KUBELET_PROTOS := dra/v1:dra_v1 dra/v1beta1:dra_v1beta1 dra-health/v1:health_v1 \
 	dra-health/v1alpha1:health_v1alpha1 pluginregistration/v1:pluginregistration_v1
 
-.PHONY: protos kubelet-harness
+.PHONY: protos kubelet-harness dra-cluster
 # Build (or find cached) the kubelet harness the kubeletplugin tests register plugins with.
 kubelet-harness: dev
 	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
+
+# Build (or find cached) the DRA cluster (kube-scheduler, the resourceclaim controller,
+# kubelet's DRA manager) that tests/e2e and the demo run pods on.
+dra-cluster: dev
+	$(PY) -c "from resourceslice.testing import build_dra_cluster; print(build_dra_cluster())"
 
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)

@@ -201,10 +201,12 @@ class DRACluster:
         """kubelet of ``node`` registered ``driver``'s plugin, among the events from index
         ``after`` on (``len(events())`` taken before a plugin restart)."""
         return self._process.wait_event(
-            lambda e: e.get("event") == "register"
-            and e.get("node") == node
-            and e.get("driver") == driver
-            and not e.get("error"),
+            lambda e: (
+                e.get("event") == "register"
+                and e.get("node") == node
+                and e.get("driver") == driver
+                and not e.get("error")
+            ),
             after=after,
             timeout=timeout,
         )
@@ -323,8 +325,11 @@ class DRACluster:
             pod_claim["resourceClaimName"] = claim
         spec: dict[str, Any] = {
             "containers": [
-                {"name": c, "image": "registry.k8s.io/pause:3.10", "resources": {
-                    "claims": [{"name": "devices"}]}}
+                {
+                    "name": c,
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "devices"}]},
+                }
                 for c in containers
             ],
             "resourceClaims": [pod_claim],
@@ -411,8 +416,9 @@ class DRACluster:
                 lambda e: e.get("event") == "prepared" and _pod_key(e) == (namespace, name, uid),
                 timeout=timeout,
             )
-        except AssertionError:
-            raise PodNotPrepared(f"{namespace}/{name}", self.why_not_prepared(name, namespace))
+        except AssertionError as exc:
+            reason = self.why_not_prepared(name, namespace)
+            raise PodNotPrepared(f"{namespace}/{name}", reason) from exc
         return PreparedPod(
             namespace=namespace,
             name=name,
@@ -439,10 +445,10 @@ class DRACluster:
                     return str(condition.get("message", ""))
             return None
 
-        found: str = wait_until(
+        found = wait_until(
             message, timeout, interval=0.1, describe=lambda: self.why_not_prepared(name, namespace)
         )
-        return found
+        return str(found)
 
     def container_edits(
         self, name: str, container: str = "ctr", namespace: str = DEFAULT_NAMESPACE
@@ -491,8 +497,10 @@ class DRACluster:
             settled,
             timeout,
             interval=0.1,
-            describe=lambda: f"pod {namespace}/{name} or its claims {claims} not released; "
-            f"node events: {[e for e in self.events() if e.get('pod', {}).get('uid') == uid]}",
+            describe=lambda: (
+                f"pod {namespace}/{name} or its claims {claims} not released; "
+                f"node events: {[e for e in self.events() if e.get('pod', {}).get('uid') == uid]}"
+            ),
         )
 
     # --- life ----------------------------------------------------------------------------
