@@ -35,7 +35,10 @@ def example_nodes(dra_cluster: DRACluster, example: ModuleType) -> Iterator[list
             node = dra_cluster.add_node(f"node-{i}")
             helpers.append(
                 example.run(
-                    client, node.name, cdi_dir=str(node.cdi_dir), **plugin_dirs(node, example.DRIVER)
+                    client,
+                    node.name,
+                    cdi_dir=str(node.cdi_dir),
+                    **plugin_dirs(node, example.DRIVER),
                 )
             )
             dra_cluster.wait_registered(node.name, example.DRIVER)

@@ -211,6 +211,18 @@ class DRACluster:
             timeout=timeout,
         )
 
+    def wait_deregistered(
+        self, node: str, driver: str, *, after: int = 0, timeout: float = 60.0
+    ) -> Event:
+        """kubelet of ``node`` took ``driver``'s plugin out (its socket went away)."""
+        return self._process.wait_event(
+            lambda e: e.get("event") == "deregister"
+            and e.get("node") == node
+            and e.get("driver") == driver,
+            after=after,
+            timeout=timeout,
+        )
+
     # --- objects -------------------------------------------------------------------------
 
     def _ensure_namespace(self, namespace: str) -> None:
@@ -373,6 +385,12 @@ class DRACluster:
                     claims.append(claim)
         return claims
 
+    def list_claims(self, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
+        """Every ResourceClaim of ``namespace``, as stored."""
+        path = f"{_RESOURCE}/namespaces/{namespace}/resourceclaims"
+        items: list[dict[str, Any]] = json.loads(get_json(self._client, path))["items"]
+        return items
+
     def _get_claim(self, name: str, namespace: str) -> dict[str, Any] | None:
         path = f"{_RESOURCE}/namespaces/{namespace}/resourceclaims/{quote(name, safe='')}"
         try:
@@ -428,6 +446,21 @@ class DRACluster:
                 c: ContainerEdits.from_report(report) for c, report in event["containers"].items()
             },
         )
+
+    def wait_prepare_failed(
+        self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
+    ) -> str:
+        """Wait until kubelet failed to prepare the pod's claims; the error it reported (the
+        driver's, or kubelet's own, such as a driver that is not registered)."""
+        pod = self.get_pod(name, namespace)
+        if pod is None:
+            raise ClusterError(f"pod {namespace}/{name} does not exist")
+        uid = pod["metadata"]["uid"]
+        event = self._process.wait_event(
+            lambda e: e.get("event") == "prepareFailed" and _pod_key(e) == (namespace, name, uid),
+            timeout=timeout,
+        )
+        return str(event["error"])
 
     def wait_pod_unschedulable(
         self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
