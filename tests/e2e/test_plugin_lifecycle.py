@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from e2e.chain import EnvDriver, start_env_plugin
+from e2e.chain import start_env_plugin
 from resourceslice._http import get_json
 from resourceslice.testing import DRACluster, PodNotPrepared
 

@@ -216,9 +216,11 @@ class DRACluster:
     ) -> Event:
         """kubelet of ``node`` took ``driver``'s plugin out (its socket went away)."""
         return self._process.wait_event(
-            lambda e: e.get("event") == "deregister"
-            and e.get("node") == node
-            and e.get("driver") == driver,
+            lambda e: (
+                e.get("event") == "deregister"
+                and e.get("node") == node
+                and e.get("driver") == driver
+            ),
             after=after,
             timeout=timeout,
         )
