@@ -111,7 +111,9 @@ bench: dev server
 	mkdir -p .benchmarks
 	$(PY) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/latest.json
 
-demo: dev server
+# Only what the demo uses: the default release's apiserver (built by the demo's first step) and
+# the DRA cluster.
+demo: dev dra-cluster
 	$(PY) examples/demo.py
 
 clean:
