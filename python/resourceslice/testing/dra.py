@@ -136,6 +136,8 @@ class PreparedPod:
     uid: str
     node: str
     containers: dict[str, ContainerEdits]
+    #: When the runtime had the edits (Unix seconds, from the node's clock: this machine's).
+    prepared_at: float
 
 
 class PodNotPrepared(AssertionError):
@@ -447,6 +449,7 @@ class DRACluster:
             containers={
                 c: ContainerEdits.from_report(report) for c, report in event["containers"].items()
             },
+            prepared_at=float(event["at"]),
         )
 
     def wait_prepare_failed(

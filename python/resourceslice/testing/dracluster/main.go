@@ -21,7 +21,7 @@
 //
 //	stdin:  {"id": 1, "op": "addNode", "node": "n1", "labels": {"k": "v"}}
 //	        {"id": 2, "op": "inject", "node": "n1", "namespace": "default", "pod": "p"}
-//	stdout: {"event": "ready"}
+//	stdout: {"event": "ready", "at": <Unix seconds>}  (every event has "at")
 //	        {"id": 1, "node": "n1", "dirs": {"registry": ..., "plugins": ..., "cdi": ..., "state": ...}}
 //	        {"event": "register"|"deregister", "node": ..., "driver": ..., "endpoint": ..., "error": ...}
 //	        {"event": "prepared", "node": ..., "pod": {...}, "containers": {"<name>": {...}}}
@@ -75,7 +75,14 @@ type output struct {
 	encoder *json.Encoder
 }
 
+// write writes one line; an event (a map with "event") gets "at", the time it happened (Unix
+// seconds), so that a test can time the chain from a pod's creation to its CDI edits.
 func (o *output) write(v any) {
+	if m, ok := v.(map[string]any); ok {
+		if _, isEvent := m["event"]; isEvent {
+			m["at"] = float64(time.Now().UnixNano()) / 1e9
+		}
+	}
 	o.mutex.Lock()
 	defer o.mutex.Unlock()
 	if err := o.encoder.Encode(v); err != nil {
