@@ -115,7 +115,7 @@ demo: dev server
 	$(PY) examples/demo.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(PROTOC_VENV) target .pytest_cache .mypy_cache .ruff_cache .benchmarks
+	rm -rf $(VENV) $(OLDEST_VENV) $(PROTOC_VENV) target site .pytest_cache .mypy_cache .ruff_cache .benchmarks
 	find python -name '*.so' -delete
 
 # --- resourceslice.kubeletplugin (the [kubelet] extra) ---
@@ -146,3 +146,10 @@ protos:
 	done
 	$(PROTOC_VENV)/bin/python -m grpc_tools.protoc -Ipython --python_out=python --pyi_out=python \
 		--grpc_python_out=python $(KUBELET_PB)/*.proto
+
+# --- documentation ---
+# The site with the API reference, generated from the docstrings into site/; --strict makes a
+# warning (a broken link or anchor, an unparsable docstring) fail the build.
+.PHONY: docs
+docs: dev
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
