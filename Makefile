@@ -65,16 +65,17 @@ wheel: dev
 		--release --zig --compatibility manylinux2014 --out $(WHEEL_DIR) --quiet
 
 lint: dev
-	$(VENV)/bin/ruff check python tests benches examples
-	$(VENV)/bin/ruff format --check python tests benches examples
+	$(VENV)/bin/ruff check python tests benches examples tools
+	$(VENV)/bin/ruff format --check python tests benches examples tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy examples
+	$(VENV)/bin/mypy tools
 	cargo fmt --check
 	cargo clippy --quiet --all-targets -- -D warnings
 
 fmt: dev
-	$(VENV)/bin/ruff format python tests benches examples
-	$(VENV)/bin/ruff check --fix python tests benches examples
+	$(VENV)/bin/ruff format python tests benches examples tools
+	$(VENV)/bin/ruff check --fix python tests benches examples tools
 	cargo fmt
 
 # The oldest declared Python, the wheel with its test and metrics extras, and the oldest
@@ -153,3 +154,17 @@ protos:
 .PHONY: docs
 docs: dev
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# --- distributions ---
+# dist/: the abi3 wheel (`make wheel`), the sdist (builds the Rust core with cargo where it is
+# installed), and the pure-Python wheel: the same package without _core, for platforms that
+# have no binary wheel (tools/pure_wheel.py derives it from the binary one).
+# tests/packaging/test_dists.py installs each into a clean virtualenv.
+DIST_DIR := dist
+.PHONY: dist
+dist: wheel
+	rm -rf $(DIST_DIR)
+	mkdir -p $(DIST_DIR)
+	cp $(WHEEL_DIR)/*.whl $(DIST_DIR)/
+	$(VENV)/bin/maturin sdist --out $(DIST_DIR)
+	$(PY) tools/pure_wheel.py $(DIST_DIR)/*-abi3-*.whl $(DIST_DIR)
