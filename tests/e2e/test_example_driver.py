@@ -26,6 +26,13 @@ def example() -> ModuleType:
 
 
 @pytest.fixture
+def dra_cluster(release_dra_cluster: DRACluster) -> DRACluster:
+    """On every release: 1.37 (resource.k8s.io v1, kubelet's v1 gRPC), 1.33 (v1beta2 objects,
+    v1beta1 reads in kubelet and the claim controller) and 1.32 (v1beta1 everywhere)."""
+    return release_dra_cluster
+
+
+@pytest.fixture
 def example_nodes(dra_cluster: DRACluster, example: ModuleType) -> Iterator[list[str]]:
     """Three nodes, each running the example driver (publisher and kubelet plugin)."""
     client = dra_cluster.api_client()

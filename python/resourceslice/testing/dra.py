@@ -46,6 +46,7 @@ from urllib.parse import quote
 
 from kubernetes.client.exceptions import ApiException
 
+from resourceslice._apiversion import ResourceSliceAPI
 from resourceslice._http import ClosingApiClient, get_json, request, send_json
 from resourceslice.testing._jsonlines import Event, JsonLinesProcess
 from resourceslice.testing.cluster import (
@@ -53,6 +54,7 @@ from resourceslice.testing.cluster import (
     ClusterError,
     TestCluster,
     build_go_binary,
+    module_files,
     start_cluster,
 )
 from resourceslice.testing.polling import wait_until
@@ -61,23 +63,34 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 #: The namespace pods and claims go to unless told otherwise.
 DEFAULT_NAMESPACE = "default"
-_RESOURCE = "/apis/resource.k8s.io/v1"
 
 
-def build_dra_cluster(*, quiet: bool = False) -> Path:
-    """The dracluster binary (scheduler, claim controller, simulated kubelets), built once
-    per machine and cached as the test apiserver (``RESOURCESLICE_DRACLUSTER_BIN``: a
-    prebuilt one)."""
+def build_dra_cluster(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path:
+    """The dracluster binary of ``release`` (kube-scheduler, the claim controller, kubelet's
+    DRA manager, all of that release), built once per machine and cached as the test
+    apiserver. ``RESOURCESLICE_DRACLUSTER_BIN`` (a prebuilt binary) stands for the default
+    release only.
+
+    What differs between releases' Go APIs is in ``dracluster/release_<x>_<y>.go``, chosen by
+    the build tag ``k8s<x><y>`` (none for the default release).
+    """
     prebuilt = os.environ.get("RESOURCESLICE_DRACLUSTER_BIN")
-    if prebuilt:
+    if prebuilt and release == DEFAULT_RELEASE:
         if not os.access(prebuilt, os.X_OK):
             raise ClusterError(f"RESOURCESLICE_DRACLUSTER_BIN={prebuilt} is not executable")
         return Path(prebuilt)
+    src = _PACKAGE_DIR / "dracluster"
+    gomod, gosum = module_files(release, src)
+    default = release == DEFAULT_RELEASE
     return build_go_binary(
-        _PACKAGE_DIR / "dracluster",
+        src,
         binary="dracluster",
-        cache_name="dracluster",
-        what="the DRA cluster (kube-scheduler, resourceclaim controller, kubelet's DRA manager)",
+        cache_name="dracluster" if default else f"dracluster-{release}",
+        what=f"the DRA cluster {release} (kube-scheduler, resourceclaim controller, "
+        "kubelet's DRA manager)",
+        gomod=gomod,
+        gosum=gosum,
+        tags=() if default else (f"k8s{release.replace('.', '')}",),
         quiet=quiet,
     )
 
@@ -165,6 +178,10 @@ class DRACluster:
         self._client = apiserver.api_client("admin")
         self.nodes: dict[str, SimulatedNode] = {}
         self._namespaces: set[str] = set()
+        #: The resource.k8s.io version objects are created and read in: the newest the
+        #: apiserver serves (v1; v1beta2 on 1.33, v1beta1 on 1.32), as drivers would.
+        self.resource_api = ResourceSliceAPI(self._client).current().api_version
+        self._resource = f"/apis/{self.resource_api}"
 
     @property
     def release(self) -> str:
@@ -271,15 +288,19 @@ class DRACluster:
         spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in expressions]}
         if config:
             spec["config"] = list(config)
-        return self.create(f"{_RESOURCE}/deviceclasses", {"metadata": {"name": name}, "spec": spec})
+        return self.create(
+            f"{self._resource}/deviceclasses", {"metadata": {"name": name}, "spec": spec}
+        )
 
-    @staticmethod
     def _claim_spec(
-        device_class: str, count: int, selectors: Sequence[str], request: str
+        self, device_class: str, count: int, selectors: Sequence[str], request: str
     ) -> dict[str, Any]:
         exactly: dict[str, Any] = {"deviceClassName": device_class, "count": count}
         if selectors:
             exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        # v1beta1 has the request's fields inline; v1beta2 and v1 under "exactly".
+        if self.resource_api.endswith("/v1beta1"):
+            return {"devices": {"requests": [{"name": request, **exactly}]}}
         return {"devices": {"requests": [{"name": request, "exactly": exactly}]}}
 
     def create_claim_template(
@@ -299,7 +320,7 @@ class DRACluster:
             "metadata": {"name": name},
             "spec": {"spec": self._claim_spec(device_class, count, selectors, request)},
         }
-        return self.create(f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates", body)
+        return self.create(f"{self._resource}/namespaces/{namespace}/resourceclaimtemplates", body)
 
     def create_claim(
         self,
@@ -317,7 +338,7 @@ class DRACluster:
             "metadata": {"name": name},
             "spec": self._claim_spec(device_class, count, selectors, request),
         }
-        return self.create(f"{_RESOURCE}/namespaces/{namespace}/resourceclaims", body)
+        return self.create(f"{self._resource}/namespaces/{namespace}/resourceclaims", body)
 
     def create_pod(
         self,
@@ -391,12 +412,12 @@ class DRACluster:
 
     def list_claims(self, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
         """Every ResourceClaim of ``namespace``, as stored."""
-        path = f"{_RESOURCE}/namespaces/{namespace}/resourceclaims"
+        path = f"{self._resource}/namespaces/{namespace}/resourceclaims"
         items: list[dict[str, Any]] = json.loads(get_json(self._client, path))["items"]
         return items
 
     def _get_claim(self, name: str, namespace: str) -> dict[str, Any] | None:
-        path = f"{_RESOURCE}/namespaces/{namespace}/resourceclaims/{quote(name, safe='')}"
+        path = f"{self._resource}/namespaces/{namespace}/resourceclaims/{quote(name, safe='')}"
         try:
             claim: dict[str, Any] = json.loads(get_json(self._client, path))
         except ApiException as exc:
@@ -566,19 +587,16 @@ def start_dra_cluster(
     apiserver: TestCluster | None = None,
     timeout: float = 180.0,
 ) -> DRACluster:
-    """Start a test apiserver (or use ``apiserver``, which the cluster then owns) and the
-    DRA components against it; ready on return.
+    """Start a test apiserver of ``release`` (or use ``apiserver``, which the cluster then
+    owns) and the DRA components of the same release against it; ready on return.
 
     ``retry_period``: how soon a node retries a pod whose prepare failed (kubelet waits 10 s;
     tests want less).
     """
-    if release != DEFAULT_RELEASE:
-        raise ClusterError(
-            f"the DRA cluster's components are Kubernetes {DEFAULT_RELEASE}'s, which read "
-            f"resource.k8s.io v1; release {release} does not serve it"
-        )
-    binary = build_dra_cluster()
-    server = apiserver if apiserver is not None else start_cluster(timeout=timeout)
+    binary = build_dra_cluster(release=release)
+    if apiserver is not None and apiserver.release != release:
+        raise ClusterError(f"the apiserver is {apiserver.release}'s, the components {release}'s")
+    server = apiserver if apiserver is not None else start_cluster(timeout=timeout, release=release)
     node_root = Path(tempfile.mkdtemp(prefix="rs-dra-"))
     try:
         process = JsonLinesProcess(

@@ -105,3 +105,11 @@ def dra_cluster() -> Iterator[DRACluster]:
     nodes with ``dra_cluster.add_node(...)``. Stopped and removed after the test."""
     with running_dra_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(params=tested_releases())
+def release_dra_cluster(request: pytest.FixtureRequest) -> Iterator[DRACluster]:
+    """:func:`dra_cluster` once per Kubernetes release: the apiserver and every component of
+    that release (the test id carries it: ``test_x[1.33]``)."""
+    with running_dra_cluster(release=request.param) as cluster:
+        yield cluster

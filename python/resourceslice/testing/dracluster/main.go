@@ -57,14 +57,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
-	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 	"k8s.io/kubernetes/pkg/kubelet/config"
 	"k8s.io/kubernetes/pkg/kubelet/events"
-	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
 	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 )
@@ -87,6 +84,18 @@ func (o *output) write(v any) {
 	defer o.mutex.Unlock()
 	if err := o.encoder.Encode(v); err != nil {
 		klog.Fatalf("write stdout: %v", err)
+	}
+}
+
+// registrations reports, for node, each registration kubelet's DRA handler took in (or
+// out), so that a test can wait for it.
+func (o *output) registrations(node string) func(event, driver, endpoint string, err error) {
+	return func(event, driver, endpoint string, err error) {
+		line := map[string]any{"event": event, "node": node, "driver": driver, "endpoint": endpoint}
+		if event == "register" {
+			line["error"] = errorString(err)
+		}
+		o.write(line)
 	}
 }
 
@@ -135,26 +144,6 @@ func runScheduler(ctx context.Context, args []string) error {
 	return nil
 }
 
-// runClaimController runs kube-controller-manager's resourceclaim controller, with the
-// informers it is given there.
-func runClaimController(ctx context.Context, client kubernetes.Interface) error {
-	factory := informers.NewSharedInformerFactory(client, 0)
-	controller, err := resourceclaim.NewController(
-		klog.FromContext(ctx),
-		client,
-		factory.Core().V1().Pods(),
-		factory.Scheduling().V1beta1().PodGroups(),
-		factory.Resource().V1().ResourceClaims(),
-		factory.Resource().V1().ResourceClaimTemplates(),
-	)
-	if err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	go controller.Run(ctx, 4)
-	return nil
-}
-
 // cluster holds the simulated nodes.
 type cluster struct {
 	client      kubernetes.Interface
@@ -173,7 +162,7 @@ type node struct {
 	*cluster
 	name     string
 	dirs     map[string]string
-	manager  *dra.Manager
+	manager  draManager
 	lister   cache.Indexer
 	queue    workqueue.TypedRateLimitingInterface[types.UID]
 	mutex    sync.Mutex
@@ -181,23 +170,14 @@ type node struct {
 	prepared map[types.UID]bool
 }
 
-// recordingHandler is kubelet's DRA registration handler with each registration reported,
-// so that a test can wait for kubelet to have taken the plugin in (or out).
-type recordingHandler struct {
-	plugincache.PluginHandler
-	node string
-	out  *output
-}
-
-func (h recordingHandler) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
-	err := h.PluginHandler.RegisterPlugin(ctx, name, endpoint, versions, timeout)
-	h.out.write(map[string]any{"event": "register", "node": h.node, "driver": name, "endpoint": endpoint, "error": errorString(err)})
-	return err
-}
-
-func (h recordingHandler) DeRegisterPlugin(ctx context.Context, name, endpoint string) {
-	h.PluginHandler.DeRegisterPlugin(ctx, name, endpoint)
-	h.out.write(map[string]any{"event": "deregister", "node": h.node, "driver": name, "endpoint": endpoint})
+// draManager is kubelet's DRA manager as this program uses it: the same methods in every
+// release, made by the release's own constructor (newDRAManager, in release_*.go).
+type draManager interface {
+	Start(ctx context.Context, activePods func() []*v1.Pod, getNode func(context.Context) (*v1.Node, error), sourcesReady config.SourcesReady) error
+	GetWatcherHandler() plugincache.PluginHandler
+	PrepareResources(ctx context.Context, pod *v1.Pod) error
+	GetResources(pod *v1.Pod, container *v1.Container) (*dra.ContainerInfo, error)
+	UnprepareResources(ctx context.Context, pod *v1.Pod) error
 }
 
 // createNode registers the Node object as kubelet would, ready and schedulable: a status
@@ -265,7 +245,7 @@ func (c *cluster) addNode(ctx context.Context, name string, labels map[string]st
 		return nil, fmt.Errorf("create Node %s: %w", name, err)
 	}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
-	manager, err := dra.NewManager(logger, c.client, dirs["state"])
+	manager, err := newDRAManager(logger, c.client, dirs["state"], name)
 	if err != nil {
 		return nil, err
 	}
@@ -309,9 +289,7 @@ func (c *cluster) addNode(ctx context.Context, name string, labels map[string]st
 	if err := manager.Start(nodeCtx, n.activePods, getNode, ready); err != nil {
 		return nil, err
 	}
-	plugins := pluginmanager.NewPluginManager(dirs["registry"], record.NewFakeRecorder(100))
-	plugins.AddHandler(registerapi.DRAPlugin, recordingHandler{PluginHandler: manager.GetWatcherHandler(), node: name, out: c.out})
-	go plugins.Run(nodeCtx, ready, ctx.Done())
+	runPluginManager(nodeCtx, dirs["registry"], manager.GetWatcherHandler(), c.out.registrations(name), ready)
 
 	factory.Start(ctx.Done())
 	go n.run(nodeCtx)
@@ -623,7 +601,10 @@ func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error 
 	cancel()
 	c.mutex.Lock()
 	for _, n := range c.nodes {
-		n.manager.Stop()
+		// Since 1.34 the manager waits for its goroutines to end.
+		if stopper, ok := n.manager.(interface{ Stop() }); ok {
+			stopper.Stop()
+		}
 	}
 	c.mutex.Unlock()
 	return nil
