@@ -113,9 +113,9 @@ bench: dev server
 	mkdir -p .benchmarks
 	$(PY) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/latest.json
 
-# Only what the demo uses: the default release's apiserver (built by the demo's first step) and
-# the DRA cluster.
-demo: dev dra-cluster
+# Only what the demo uses: the default release's apiserver and DRA cluster (built by the
+# demo's first step when missing).
+demo: dev
 	$(PY) examples/demo.py
 
 clean:
@@ -142,9 +142,10 @@ kubelet-harness: dev
 	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
 
 # Build (or find cached) the DRA cluster (kube-scheduler, the resourceclaim controller,
-# kubelet's DRA manager) that tests/e2e and the demo run pods on.
+# kubelet's DRA manager) of each release, which tests/e2e runs pods on.
 dra-cluster: dev
-	$(PY) -c "from resourceslice.testing import build_dra_cluster; print(build_dra_cluster())"
+	$(PY) -c "from resourceslice.testing import build_dra_cluster, releases; \
+		[print(build_dra_cluster(release=r)) for r in releases()]"
 
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)

@@ -28,17 +28,26 @@ def example() -> ModuleType:
 @pytest.fixture
 def dra_cluster(release_dra_cluster: DRACluster) -> DRACluster:
     """On every release: 1.37 (resource.k8s.io v1, kubelet's v1 gRPC), 1.33 (v1beta2 objects,
-    v1beta1 reads in kubelet and the claim controller) and 1.32 (v1beta1 everywhere)."""
+    v1beta1 reads in kubelet and the claim controller, v1beta1 gRPC) and 1.32 (v1beta1
+    everywhere). Kubelet 1.33 and 1.32 allow one simulated node (``max_nodes``)."""
     return release_dra_cluster
 
 
 @pytest.fixture
-def example_nodes(dra_cluster: DRACluster, example: ModuleType) -> Iterator[list[str]]:
-    """Three nodes, each running the example driver (publisher and kubelet plugin)."""
+def node_count(dra_cluster: DRACluster) -> int:
+    return min(NODES, dra_cluster.max_nodes or NODES)
+
+
+@pytest.fixture
+def example_nodes(
+    dra_cluster: DRACluster, example: ModuleType, node_count: int
+) -> Iterator[list[str]]:
+    """Three nodes (one where the release allows one), each running the example driver
+    (publisher and kubelet plugin)."""
     client = dra_cluster.api_client()
     helpers: list[kubeletplugin.Helper] = []
     try:
-        for i in range(NODES):
+        for i in range(node_count):
             node = dra_cluster.add_node(f"node-{i}")
             helpers.append(
                 example.run(
@@ -53,7 +62,7 @@ def example_nodes(dra_cluster: DRACluster, example: ModuleType) -> Iterator[list
             assert helper.controller is not None and helper.controller.wait_synced(timeout=60)
         dra_cluster.create_device_class("demo", driver=example.DRIVER)
         dra_cluster.create_claim_template("one-demo", device_class="demo")
-        yield [f"node-{i}" for i in range(NODES)]
+        yield [f"node-{i}" for i in range(node_count)]
     finally:
         for helper in helpers:
             helper.stop()
@@ -74,6 +83,7 @@ def demo_env(device: str) -> list[str]:
 def test_a_pod_gets_exactly_its_allocated_device_and_gives_it_back(
     dra_cluster: DRACluster, example: ModuleType, example_nodes: list[str]
 ) -> None:
+    devices = len(example_nodes) * DEVICES_PER_NODE
     dra_cluster.create_pod("pod-0", claim_template="one-demo")
     first = dra_cluster.wait_pod_prepared("pod-0")
     claim_uid, pool, device = allocated(dra_cluster, "pod-0")
@@ -86,14 +96,14 @@ def test_a_pod_gets_exactly_its_allocated_device_and_gives_it_back(
     spec = dra_cluster.nodes[first.node].cdi_dir / f"{example.DRIVER}-{claim_uid}.json"
     assert spec.is_file()
 
-    # Every other device, one pod each: twelve pods, twelve different devices.
+    # Every other device, one pod each: as many pods as devices, every one different.
     pods: dict[str, PreparedPod] = {"pod-0": first}
-    for i in range(1, NODES * DEVICES_PER_NODE):
+    for i in range(1, devices):
         dra_cluster.create_pod(f"pod-{i}", claim_template="one-demo")
-    for i in range(1, NODES * DEVICES_PER_NODE):
+    for i in range(1, devices):
         pods[f"pod-{i}"] = dra_cluster.wait_pod_prepared(f"pod-{i}")
     taken = {(p.node, tuple(p.containers["ctr"].env)) for p in pods.values()}
-    assert len(taken) == NODES * DEVICES_PER_NODE
+    assert len(taken) == devices
     for name, pod in pods.items():
         _, its_pool, its_device = allocated(dra_cluster, name)
         assert (pod.node, pod.containers["ctr"].env) == (its_pool, demo_env(its_device))

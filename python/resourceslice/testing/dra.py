@@ -171,8 +171,17 @@ class DRACluster:
     """The test apiserver plus kube-scheduler, the resourceclaim controller and simulated
     nodes; see the module's documentation. Made by :func:`start_dra_cluster`."""
 
-    def __init__(self, apiserver: TestCluster, process: JsonLinesProcess, node_root: Path) -> None:
+    def __init__(
+        self,
+        apiserver: TestCluster,
+        process: JsonLinesProcess,
+        node_root: Path,
+        max_nodes: int | None = None,
+    ) -> None:
         self.apiserver = apiserver
+        #: How many nodes :meth:`add_node` can add (None: no limit). Kubelet 1.32 and 1.33
+        #: keep their DRA plugins in a process-wide registry, so their clusters have one.
+        self.max_nodes = max_nodes
         self._process = process
         self._node_root = node_root
         self._client = apiserver.api_client("admin")
@@ -612,7 +621,7 @@ def start_dra_cluster(
             what="the DRA cluster",
         )
         try:
-            process.wait_event(lambda e: e.get("event") == "ready", timeout=timeout)
+            ready = process.wait_event(lambda e: e.get("event") == "ready", timeout=timeout)
         except BaseException:
             process.close()
             raise
@@ -620,7 +629,7 @@ def start_dra_cluster(
         server.close()
         shutil.rmtree(node_root, ignore_errors=True)
         raise
-    return DRACluster(server, process, node_root)
+    return DRACluster(server, process, node_root, max_nodes=ready.get("maxNodes") or None)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,8 @@
 //
 //	stdin:  {"id": 1, "op": "addNode", "node": "n1", "labels": {"k": "v"}}
 //	        {"id": 2, "op": "inject", "node": "n1", "namespace": "default", "pod": "p"}
-//	stdout: {"event": "ready", "at": <Unix seconds>}  (every event has "at")
+//	stdout: {"event": "ready", "maxNodes": 0, "at": <Unix seconds>}  (every event has "at";
+//	        maxNodes 0: no limit)
 //	        {"id": 1, "node": "n1", "dirs": {"registry": ..., "plugins": ..., "cdi": ..., "state": ...}}
 //	        {"event": "register"|"deregister", "node": ..., "driver": ..., "endpoint": ..., "error": ...}
 //	        {"event": "prepared", "node": ..., "pod": {...}, "containers": {"<name>": {...}}}
@@ -227,6 +228,9 @@ func (c *cluster) addNode(ctx context.Context, name string, labels map[string]st
 	defer c.mutex.Unlock()
 	if _, ok := c.nodes[name]; ok {
 		return nil, fmt.Errorf("node %s exists", name)
+	}
+	if maxNodes > 0 && len(c.nodes) >= maxNodes {
+		return nil, fmt.Errorf("this release's kubelet keeps its DRA plugins in a process-wide registry: at most %d simulated node(s) per DRA cluster", maxNodes)
 	}
 	root := filepath.Join(c.dir, name)
 	// kubelet's layout under its root directory (/var/lib/kubelet), and the CDI directory.
@@ -579,7 +583,7 @@ func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error 
 		recorder:    broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet"}),
 		nodes:       map[string]*node{},
 	}
-	out.write(map[string]any{"event": "ready"})
+	out.write(map[string]any{"event": "ready", "maxNodes": maxNodes})
 
 	var calls sync.WaitGroup
 	scanner := bufio.NewScanner(os.Stdin)

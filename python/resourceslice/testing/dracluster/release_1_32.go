@@ -2,7 +2,7 @@
 
 // What differs by Kubernetes release, for 1.32 (go-1.32.mod, built with -tags k8s132): the
 // DRA manager's constructor, the resourceclaim controller's (both read resource.k8s.io
-// v1beta1 in this release), and the plugin manager's handler methods (no context).
+// v1beta1 in this release), and the plugin manager's handler methods (no context, and no endpoint when a plugin goes).
 
 package main
 
@@ -25,6 +25,11 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
 	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 )
+
+// maxNodes: kubelet's DRA plugins are a process-wide registry in this release
+// (pkg/kubelet/cm/dra/plugin's draPlugins): a second node's manager would call the first
+// node's plugins.
+const maxNodes = 1
 
 type manager struct{ *dra.ManagerImpl }
 
@@ -76,7 +81,8 @@ func (h recordingHandler) RegisterPlugin(name, endpoint string, versions []strin
 	return err
 }
 
-func (h recordingHandler) DeRegisterPlugin(name, endpoint string) {
-	h.PluginHandler.DeRegisterPlugin(name, endpoint)
-	h.report("deregister", name, endpoint, nil)
+// DeRegisterPlugin: this release's handler is not told the endpoint.
+func (h recordingHandler) DeRegisterPlugin(name string) {
+	h.PluginHandler.DeRegisterPlugin(name)
+	h.report("deregister", name, "", nil)
 }

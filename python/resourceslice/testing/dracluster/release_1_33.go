@@ -26,6 +26,11 @@ import (
 	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 )
 
+// maxNodes: kubelet's DRA plugins are a process-wide registry in this release
+// (pkg/kubelet/cm/dra/plugin's draPlugins): a second node's manager would call the first
+// node's plugins.
+const maxNodes = 1
+
 type manager struct{ *dra.ManagerImpl }
 
 // Start: this release's getNode takes no context.

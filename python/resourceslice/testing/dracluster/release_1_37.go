@@ -23,6 +23,9 @@ import (
 	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 )
 
+// maxNodes: none; each DRA manager has a plugin registry of its own since 1.34.
+const maxNodes = 0
+
 type manager struct{ *dra.Manager }
 
 func (m manager) Start(ctx context.Context, activePods func() []*v1.Pod, getNode func(context.Context) (*v1.Node, error), ready config.SourcesReady) error {
