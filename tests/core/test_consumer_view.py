@@ -74,12 +74,23 @@ def _one_by_one(plan: Any) -> list[SimpleNamespace]:
     ]
 
 
-def _check_sync(core: ModuleType, plan: Any, records: list[Any], stays: set[str]) -> list[Any]:
-    """Lands ``plan``'s writes one at a time, checking every view between them."""
+def _check_sync(
+    core: ModuleType, plan: Any, records: list[Any], stays: set[str], cut: int | None = None
+) -> list[Any]:
+    """Lands ``plan``'s writes one at a time, checking every view between them; only the
+    first ``cut`` of them when given (a controller stopped in the middle of a sync)."""
     ids = itertools.count(len(records) * 1000)
-    kept = bool(records) and plan.generation == max(r.generation for r in records)
-    orders = [_one_by_one(plan)]
-    if kept and not plan.creates and not plan.deletes:
+    # Updates under a kept generation of a complete pool (not the resumption of a bump cut
+    # short, which is incomplete until its last obsolete slice is rewritten).
+    in_place = (
+        bool(records)
+        and _view(records) is not None
+        and plan.generation == max(r.generation for r in records)
+        and not plan.creates
+        and not plan.deletes
+    )
+    orders = [_one_by_one(plan)[:cut]]
+    if in_place:
         # Under a kept generation the order must not matter: the writes race other clients.
         orders.append(list(reversed(orders[0])))
     final: list[Any] = []
@@ -88,7 +99,7 @@ def _check_sync(core: ModuleType, plan: Any, records: list[Any], stays: set[str]
         for step in order:
             landed = apply(core, step, landed, ids)
             seen = _view(landed)
-            if kept and not plan.creates and not plan.deletes:
+            if in_place:
                 assert seen is not None, "an in-place update made the pool incomplete"
             if seen is not None:
                 assert stays <= seen, f"a complete view misses {sorted(stays - seen)}"
@@ -96,26 +107,40 @@ def _check_sync(core: ModuleType, plan: Any, records: list[Any], stays: set[str]
     return final
 
 
+def _plans(spec: dict[str, Any], stored: dict[str, list[Any]]) -> dict[str, Any]:
+    """Both cores' plans of ``spec`` over their stored records: the same."""
+    plans = {}
+    for label, core in _CORES:
+        desired, errors = core.prepare_desired(DRIVER, {"p": spec}, _MAX_BYTES)
+        assert errors == []
+        plans[label] = core.plan_pool(desired, "p", stored[label], None, None)
+    python, rust = plans["python"], plans["rust"]
+    assert (python.generation, python.writes, python.updates, python.creates) == (
+        rust.generation,
+        rust.writes,
+        rust.updates,
+        rust.creates,
+    )
+    return plans
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(_state, _placement), min_size=2, max_size=5), st.booleans())
+@given(
+    st.lists(st.tuples(_state, _placement, st.integers(0, 4)), min_size=2, max_size=5),
+    st.booleans(),
+)
 def test_no_write_misleads_a_consumer(steps: list[Any], explicit: bool) -> None:
     stored: dict[str, list[Any]] = {"python": [], "rust": []}
     before: set[str] = set()
-    for state, placement in steps:
+    for state, placement, cut in steps:
         spec = _desired(state, placement if explicit else None)
         after = {f"d{i}" for i, s in enumerate(state) if s is not None}
-        plans = {}
-        for label, core in _CORES:
-            desired, errors = core.prepare_desired(DRIVER, {"p": spec}, _MAX_BYTES)
-            assert errors == []
-            plans[label] = core.plan_pool(desired, "p", stored[label], None, None)
-        python, rust = plans["python"], plans["rust"]
-        assert (python.generation, python.writes, python.updates, python.creates) == (
-            rust.generation,
-            rust.writes,
-            rust.updates,
-            rust.creates,
-        )
+        if cut:
+            # Stopped after ``cut`` writes; a new controller plans again from what landed.
+            plans = _plans(spec, stored)
+            for label, core in _CORES:
+                stored[label] = _check_sync(core, plans[label], stored[label], before & after, cut)
+        plans = _plans(spec, stored)
         for label, core in _CORES:
             stored[label] = _check_sync(core, plans[label], stored[label], before & after)
         assert _view(stored["python"]) == after
