@@ -5,6 +5,7 @@
 //! is collected with its path, in traversal order, and a device's canonical JSON is rendered
 //! only once it is known to be valid.
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -60,13 +61,13 @@ pub struct DeviceList {
 }
 
 impl DeviceList {
-    fn push(&mut self, device: DeviceEntry<'_>) {
+    pub(crate) fn push(&mut self, device: DeviceEntry<'_>) {
         self.names.push(device.name);
         self.jsons.push(device.json);
         self.flags.push((device.advanced, device.untimed_taints));
     }
 
-    fn shrink_to_fit(&mut self) {
+    pub(crate) fn shrink_to_fit(&mut self) {
         self.names.shrink_to_fit();
         self.jsons.shrink_to_fit();
         self.flags.shrink_to_fit();
@@ -132,7 +133,8 @@ impl DesiredPool {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     pub driver: String,
-    pub pools: BTreeMap<String, DesiredPool>,
+    /// Shared: a device-level edit of one pool (`edit::with_devices`) copies only that one.
+    pub pools: BTreeMap<String, Arc<DesiredPool>>,
     pub max_slice_bytes: usize,
 }
 
@@ -1909,7 +1911,7 @@ pub fn prepare_desired<'i>(
             })
         });
         if let Some(p) = checked {
-            out.insert((*name).to_owned(), p);
+            out.insert((*name).to_owned(), Arc::new(p));
         }
     }
     match driver {
