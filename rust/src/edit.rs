@@ -57,8 +57,11 @@ pub fn with_devices(
             .map(|n| format!("remove[{}]: also upserted", quote(n)))
             .collect());
     }
+    // Sized once (the result is at most both lists): no reallocation, and none to give back.
     let mut devices = DeviceList::default();
-    for device in current.iter().filter(|d| !gone.contains(d.name)) {
+    devices.reserve_for(&[current, upserts]);
+    let kept = |name: &str| gone.is_empty() || !gone.contains(name);
+    for device in current.iter().filter(|d| kept(d.name)) {
         match by_name.remove(device.name) {
             Some(i) => devices.push(upserts.get(i)),
             None => devices.push(device),
@@ -67,7 +70,6 @@ pub fn with_devices(
     for device in upserts.iter().filter(|d| by_name.contains_key(d.name)) {
         devices.push(device);
     }
-    devices.shrink_to_fit();
     let wanted = wanted.expect("checked above");
     let mut pools = desired.pools.clone();
     pools.insert(

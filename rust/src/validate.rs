@@ -67,7 +67,16 @@ impl DeviceList {
         self.flags.push((device.advanced, device.untimed_taints));
     }
 
-    pub(crate) fn shrink_to_fit(&mut self) {
+    /// Room for the devices of `lists` together: pushing them then never reallocates.
+    pub(crate) fn reserve_for(&mut self, lists: &[&DeviceList]) {
+        let sum = |f: fn(&DeviceList) -> usize| lists.iter().map(|l| f(l)).sum::<usize>();
+        let count = sum(DeviceList::len);
+        self.names.reserve(sum(|l| l.names.text_len()), count);
+        self.jsons.reserve(sum(|l| l.jsons.text_len()), count);
+        self.flags.reserve(count);
+    }
+
+    fn shrink_to_fit(&mut self) {
         self.names.shrink_to_fit();
         self.jsons.shrink_to_fit();
         self.flags.shrink_to_fit();
