@@ -108,12 +108,14 @@ def test_device_updates_arriving_together_are_one_write_per_slice(env: Controlle
         pools(p=rs.Pool(devices=[device(i) for i in range(50)])), update_interval=2.0
     )
     env.counter.reset()
-    # The first change is synced at once; the ones after it, within update_interval of that
-    # sync, are coalesced into one sync at its end: one more write of their slice.
+    # The first change is synced at once (with the others, if they came before the worker
+    # took it); the ones after it, within update_interval of that sync, are coalesced into
+    # one sync at its end: at most one more write of their slice, never one per call.
     for i in range(5):
         ctrl.update_devices("p", upsert=[device(i, taints=[TAINT])])
     assert ctrl.wait_synced(SYNC_TIMEOUT), env.errors
-    assert env.counter.writes() == {"PUT": 2}
+    writes = env.counter.writes()
+    assert writes.keys() == {"PUT"} and writes["PUT"] <= 2, writes
     assert all("taints" in _published(env)[f"dev-{i}"] for i in range(5))
 
 
