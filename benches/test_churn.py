@@ -30,12 +30,17 @@ TIMEOUT = 120.0
 DRIVER = "churn.bench.example.com"
 
 
-def _device(i: int, version: int) -> dict[str, Any]:
-    return {
-        "name": f"dev-{i}",
-        "attributes": {"index": {"int": i}, "version": {"int": version}},
-        "capacity": {"memory": {"value": "80Gi"}},
-    }
+def _device(i: int, version: int, kind: str) -> dict[str, Any]:
+    """``kind`` "attribute": each change sets an attribute; "taint": it sets or clears a
+    taint (a link flap), which lowers its slice's limit from 128 devices to 64."""
+    changed: dict[str, Any] = {"attributes": {"index": {"int": i}, "version": {"int": version}}}
+    if kind == "taint":
+        taint = {"key": "link", "value": str(version), "effect": "NoSchedule"}
+        changed = {
+            "attributes": {"index": {"int": i}},
+            **({"taints": [taint]} if version % 2 else {}),
+        }
+    return {"name": f"dev-{i}", **changed, "capacity": {"memory": {"value": "80Gi"}}}
 
 
 def _resources(devs: list[dict[str, Any]]) -> rs.DriverResources:
@@ -54,8 +59,9 @@ def client(kube_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClient]:
         api_client.close()
 
 
-def test_churn_10k(benchmark: Any, client: kubernetes.client.ApiClient) -> None:
-    devs = [_device(i, 0) for i in range(DEVICES)]
+@pytest.mark.parametrize("kind", ["attribute", "taint"])
+def test_churn_10k(benchmark: Any, client: kubernetes.client.ApiClient, kind: str) -> None:
+    devs = [_device(i, 0, kind) for i in range(DEVICES)]
     counter = RequestCounter(client)
     ctrl = rs.start_controller(client, driver=DRIVER, resources=_resources(devs))
     rng = random.Random(22)
@@ -71,7 +77,7 @@ def test_churn_10k(benchmark: Any, client: kubernetes.client.ApiClient) -> None:
         for tick in range(SECONDS * CHANGES_PER_SECOND):
             clock.wait(max(0.0, started + tick / CHANGES_PER_SECOND - time.monotonic()))
             i = rng.randrange(DEVICES)
-            devs[i] = _device(i, tick + 1)
+            devs[i] = _device(i, tick + 1, kind)
             ctrl.update(_resources(devs))
             changes += 1
         assert ctrl.wait_synced(TIMEOUT)
@@ -89,4 +95,7 @@ def test_churn_10k(benchmark: Any, client: kubernetes.client.ApiClient) -> None:
         ctrl.stop()
     benchmark.extra_info.update(result)
     print(result)
-    assert result["writes_per_change"] <= 1.1
+    if kind == "attribute":
+        assert result["writes_per_change"] <= 1.1
+    # kind "taint" is not there yet: the first taint in a full slice evicts half of it, a
+    # move, so a new generation (BENCHMARKS.md).
