@@ -39,6 +39,10 @@ class DemoDriver:
             {"name": f"demo-{i}", "attributes": {"index": {"int": i}}} for i in range(self.count)
         ]
 
+    def container_edits(self, device: str) -> dict[str, Any]:
+        """What a container given ``device`` gets: CDI container edits."""
+        return {"env": [f"DEMO_DEVICE_{device.split('-')[-1]}=1"]}
+
     def prepare_resource_claims(
         self, claims: list[kubeletplugin.ResourceClaim]
     ) -> dict[str, kubeletplugin.PrepareResult]:
@@ -49,12 +53,9 @@ class DemoDriver:
             allocated = [
                 r
                 for r in claim["status"]["allocation"]["devices"]["results"]
-                if r["driver"] == DRIVER
+                if r["driver"] == self.cdi.driver
             ]
-            edits = {
-                r["device"]: {"env": [f"DEMO_DEVICE_{r['device'].split('-')[-1]}=1"]}
-                for r in allocated
-            }
+            edits = {r["device"]: self.container_edits(r["device"]) for r in allocated}
             try:
                 cdi_ids = self.cdi.write_claim(uid, edits)
             except OSError as exc:  # this claim fails; kubelet retries it

@@ -35,56 +35,30 @@ def plugin_dirs(node: SimulatedNode, driver: str) -> dict[str, str]:
     }
 
 
-class EnvDriver:
-    """A kubelet plugin that prepares every device of its driver a claim was allocated: the
-    container gets ``DEVICE_<device>=1`` (dashes as underscores) through a CDI spec. With
-    ``prepare_error`` set, every prepare fails with it instead."""
+class EnvDriver(load_example().DemoDriver):  # type: ignore[misc]
+    """The example's plugin for any driver and devices: a container given a device gets
+    ``DEVICE_<device>=1`` (dashes as underscores). With ``prepare_error`` set, every prepare
+    fails with it instead."""
 
     def __init__(self, driver: str, cdi_dir: Path) -> None:
-        self.driver = driver
-        self.cdi = kubeletplugin.CDISpecWriter(driver, cdi_dir=cdi_dir)
+        super().__init__(kubeletplugin.CDISpecWriter(driver, cdi_dir=cdi_dir))
         self.prepare_error: str | None = None
 
     @staticmethod
     def env_of(device: str) -> str:
         return f"DEVICE_{device.replace('-', '_')}=1"
 
+    def container_edits(self, device: str) -> dict[str, Any]:
+        return {"env": [self.env_of(device)]}
+
     def prepare_resource_claims(
         self, claims: list[kubeletplugin.ResourceClaim]
     ) -> dict[str, kubeletplugin.PrepareResult]:
-        results = {}
-        for claim in claims:
-            uid = claim["metadata"]["uid"]
-            if self.prepare_error is not None:
-                results[uid] = kubeletplugin.PrepareResult(error=RuntimeError(self.prepare_error))
-                continue
-            allocated = [
-                r
-                for r in claim["status"]["allocation"]["devices"]["results"]
-                if r["driver"] == self.driver
-            ]
-            ids = self.cdi.write_claim(
-                uid, {r["device"]: {"env": [self.env_of(r["device"])]} for r in allocated}
-            )
-            results[uid] = kubeletplugin.PrepareResult(
-                devices=[
-                    kubeletplugin.Device(
-                        pool_name=r["pool"],
-                        device_name=r["device"],
-                        requests=[r["request"]],
-                        cdi_device_ids=[ids[r["device"]]],
-                    )
-                    for r in allocated
-                ]
-            )
+        if self.prepare_error is not None:
+            error = RuntimeError(self.prepare_error)
+            return {c["metadata"]["uid"]: kubeletplugin.PrepareResult(error=error) for c in claims}
+        results: dict[str, kubeletplugin.PrepareResult] = super().prepare_resource_claims(claims)
         return results
-
-    def unprepare_resource_claims(
-        self, claims: list[kubeletplugin.ClaimRef]
-    ) -> dict[str, BaseException | None]:
-        for claim in claims:
-            self.cdi.remove_claim(claim.uid)
-        return {claim.uid: None for claim in claims}
 
 
 def start_env_plugin(

@@ -3,7 +3,6 @@ apiserver: it publishes, registers, and prepares a claim into a CDI spec."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,22 +11,17 @@ from types import ModuleType
 import kubernetes.client
 import pytest
 
+from e2e.chain import load_example
 from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing.kubelet import KubeletHarness
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kubelet_driver.py"
-
 
 @pytest.fixture
 def example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kubelet_driver", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example()
 
 
 @pytest.fixture

@@ -90,9 +90,15 @@ def build_dra_cluster(*, release: str = DEFAULT_RELEASE, quiet: bool = False) ->
         "kubelet's DRA manager)",
         gomod=gomod,
         gosum=gosum,
-        tags=() if default else (f"k8s{release.replace('.', '')}",),
+        tags=release_tags(release),
         quiet=quiet,
     )
+
+
+def release_tags(release: str) -> tuple[str, ...]:
+    """The Go build tags of ``release``'s DRA cluster: ``k8s<x><y>``, none for the default
+    release (whose ``release_*.go`` is built when no other release's tag is given)."""
+    return () if release == DEFAULT_RELEASE else (f"k8s{release.replace('.', '')}",)
 
 
 @dataclass(frozen=True)

@@ -58,11 +58,13 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 	"k8s.io/kubernetes/pkg/kubelet/config"
 	"k8s.io/kubernetes/pkg/kubelet/events"
+	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
 	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 )
@@ -179,6 +181,34 @@ type draManager interface {
 	PrepareResources(ctx context.Context, pod *v1.Pod) error
 	GetResources(pod *v1.Pod, container *v1.Container) (*dra.ContainerInfo, error)
 	UnprepareResources(ctx context.Context, pod *v1.Pod) error
+}
+
+// runClaimController runs kube-controller-manager's resourceclaim controller, with the
+// informers it is given there (newClaimController: the release's constructor).
+func runClaimController(ctx context.Context, client kubernetes.Interface) error {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	controller, err := newClaimController(ctx, client, factory)
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	go controller.Run(ctx, 4)
+	return nil
+}
+
+// runPluginManager runs kubelet's plugin manager on registryDir with the DRA manager's
+// registration handler, each registration reported through report.
+func runPluginManager(ctx context.Context, registryDir string, handler plugincache.PluginHandler, report func(event, driver, endpoint string, err error), ready config.SourcesReady) {
+	plugins := pluginmanager.NewPluginManager(registryDir, record.NewFakeRecorder(100))
+	plugins.AddHandler(registerapi.DRAPlugin, recordingHandler{PluginHandler: handler, report: report})
+	go startPluginManager(ctx, plugins, ready)
+}
+
+// recordingHandler is kubelet's DRA registration handler with each registration reported
+// (its methods are the release's: their signatures changed in 1.34).
+type recordingHandler struct {
+	plugincache.PluginHandler
+	report func(event, driver, endpoint string, err error)
 }
 
 // createNode registers the Node object as kubelet would, ready and schedulable: a status

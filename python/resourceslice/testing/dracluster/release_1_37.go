@@ -1,8 +1,8 @@
 //go:build !k8s133 && !k8s132
 
-// What differs by Kubernetes release, for 1.37 (go.mod): the DRA manager's constructor, the
-// resourceclaim controller's (with the resource.k8s.io version its release reads: v1), and the
-// plugin manager's handler methods (with a context since 1.34).
+// What the Go APIs of Kubernetes 1.37 (go.mod) need here: the DRA manager's constructor, the
+// resourceclaim controller's (its informers in resource.k8s.io v1), and the plugin manager's
+// handler methods and Run, which take a context since 1.34.
 
 package main
 
@@ -13,14 +13,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 	"k8s.io/kubernetes/pkg/kubelet/config"
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
-	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
 )
 
 // maxNodes: none; each DRA manager has a plugin registry of its own since 1.34.
@@ -37,11 +34,8 @@ func newDRAManager(logger klog.Logger, client kubernetes.Interface, stateDir, _ 
 	return manager{m}, err
 }
 
-// runClaimController runs kube-controller-manager's resourceclaim controller, with the
-// informers it is given there.
-func runClaimController(ctx context.Context, client kubernetes.Interface) error {
-	factory := informers.NewSharedInformerFactory(client, 0)
-	controller, err := resourceclaim.NewController(
+func newClaimController(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory) (*resourceclaim.Controller, error) {
+	return resourceclaim.NewController(
 		klog.FromContext(ctx),
 		client,
 		factory.Core().V1().Pods(),
@@ -49,26 +43,10 @@ func runClaimController(ctx context.Context, client kubernetes.Interface) error 
 		factory.Resource().V1().ResourceClaims(),
 		factory.Resource().V1().ResourceClaimTemplates(),
 	)
-	if err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	go controller.Run(ctx, 4)
-	return nil
 }
 
-// runPluginManager runs kubelet's plugin manager on registryDir with the DRA manager's
-// registration handler, each registration reported through report.
-func runPluginManager(ctx context.Context, registryDir string, handler plugincache.PluginHandler, report func(event, driver, endpoint string, err error), ready config.SourcesReady) {
-	plugins := pluginmanager.NewPluginManager(registryDir, record.NewFakeRecorder(100))
-	plugins.AddHandler(registerapi.DRAPlugin, recordingHandler{PluginHandler: handler, report: report})
-	go plugins.Run(ctx, ready, ctx.Done())
-}
-
-// recordingHandler is kubelet's DRA registration handler with each registration reported.
-type recordingHandler struct {
-	plugincache.PluginHandler
-	report func(event, driver, endpoint string, err error)
+func startPluginManager(ctx context.Context, plugins pluginmanager.PluginManager, ready config.SourcesReady) {
+	plugins.Run(ctx, ready, ctx.Done())
 }
 
 func (h recordingHandler) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
