@@ -18,7 +18,6 @@ Requests are read by ``Content-Length``; a chunked request body is not supported
 
 from __future__ import annotations
 
-import copy
 import socket
 import ssl
 import struct
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from kubernetes.client import Configuration
 
 from resourceslice._http import ClosingApiClient
 
@@ -89,8 +90,12 @@ class FaultProxy:
 
     def api_client(self, user: str = "admin") -> ClosingApiClient:
         """A client of ``user`` (as the cluster's kubeconfig has it) through the proxy."""
-        configuration = copy.copy(self._cluster.api_client(user).configuration)
-        configuration.host = self.url
+        # Not a copy of the kubeconfig's: its token refresh hook would load the kubeconfig
+        # again, server address included. Clients before 35 name the key "authorization".
+        token = self._cluster.token(user)
+        configuration = Configuration(host=self.url)
+        configuration.api_key = {"BearerToken": token, "authorization": token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer", "authorization": "Bearer"}
         return ClosingApiClient(configuration)
 
     def kubeconfig(self, path: str, user: str = "admin") -> str:
