@@ -124,7 +124,8 @@ def request(
         headers=headers,
         timeout=urllib3.Timeout(connect=connect, read=read, total=total),
         preload_content=not stream,
-        **({} if method == "GET" and total is None else {"retries": False}),
+        # None: the client's own (configuration.retries, else urllib3's default).
+        retries=None if method == "GET" and total is None else False,
     )
     if not 200 <= response.status <= 299:
         raise _api_exception(response)

@@ -18,6 +18,7 @@ Requests are read by ``Content-Length``; a chunked request body is not supported
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import struct
@@ -118,7 +119,7 @@ class FaultProxy:
         """Stop: every connection through the proxy is closed, stalled answers end."""
         self._closing.set()
         with self._lock:
-            sockets = list(self._sockets) + [self._listener]
+            sockets = [*list(self._sockets), self._listener]
         for sock in sockets:
             _close(sock)
         for thread in self._threads:
@@ -286,8 +287,6 @@ def _close(*sockets: socket.socket) -> None:
     """Shut down, then close: a shutdown wakes a thread blocked reading the socket (or in
     ``accept()``), a close alone does not."""
     for sock in sockets:
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         sock.close()
