@@ -68,7 +68,8 @@ class Iteration(Generic[_T]):
         self._loop = loop
         self._items = items
         self._lock = threading.Lock()
-        self._pending: concurrent.futures.Future[_T] | None = None
+        # The task awaiting the asynchronous iterator's next item, while there is one.
+        self._task: asyncio.Task[_T] | None = None
         self._cancelled = False
 
     def __iter__(self) -> Iteration[_T]:
@@ -83,27 +84,31 @@ class Iteration(Generic[_T]):
         agen = cast(AsyncIterator[_T], self._items)
 
         async def next_item() -> _T:
-            return await agen.__anext__()
+            task = asyncio.current_task()
+            with self._lock:
+                self._task = cast("asyncio.Task[_T]", task)
+                if self._cancelled and task is not None:
+                    task.cancel()
+            try:
+                return await agen.__anext__()
+            finally:
+                with self._lock:
+                    self._task = None
 
+        # The task is cancelled in the loop, and this waits until it has ended: the driver's
+        # generator is then finished, and closing it cannot find it still running.
         pending = asyncio.run_coroutine_threadsafe(next_item(), self._loop.get())
-        with self._lock:
-            self._pending = pending
-            if self._cancelled:
-                pending.cancel()
         try:
             return pending.result()
         except (StopAsyncIteration, concurrent.futures.CancelledError):
             raise StopIteration from None
-        finally:
-            with self._lock:
-                self._pending = None
 
     def cancel(self) -> None:
         with self._lock:
             self._cancelled = True
-            pending = self._pending
-        if pending is not None:
-            pending.cancel()
+            task = self._task
+        if task is not None:
+            task.get_loop().call_soon_threadsafe(task.cancel)
 
     def close(self) -> None:
         aclose = getattr(self._items, "aclose", None)
