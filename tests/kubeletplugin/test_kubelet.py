@@ -44,6 +44,7 @@ class Node:
 
     def start(self, plugin: Any = None, **kwargs: Any) -> kubeletplugin.Helper:
         kwargs.setdefault("registrar_dir", str(self.dir / "registry"))
+        Path(kwargs["registrar_dir"]).mkdir(exist_ok=True)  # kubelet's, made by kubelet
         kwargs.setdefault("plugin_data_dir", str(self.dir / "plugins" / self.driver))
         kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
         helper = kubeletplugin.start(

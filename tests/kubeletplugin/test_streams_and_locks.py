@@ -1,5 +1,6 @@
-"""Health streams across kubelet reconnects, and the serialization lock shared with a Go
-build of the same driver during a rolling update.
+"""Health streams across kubelet reconnects, the serialization lock shared with a Go build
+of the same driver during a rolling update, and what the plugin answers in corner cases
+(an empty error text, a refused registration).
 
 Health streams are opened as kubelet opens them, a ``NodeWatchResources`` call on the
 plugin's socket, by a gRPC client of the test's own: it can hang up a hundred times in a
@@ -23,7 +24,12 @@ from kubeletplugin.env import RecordingPlugin, uid
 from kubeletplugin.test_kubelet import GatedPlugin, Node, lock_waiters
 from kubeletplugin.test_kubelet import node as node
 from resourceslice import kubeletplugin
-from resourceslice.kubeletplugin._pb import health_v1_pb2, health_v1_pb2_grpc
+from resourceslice.kubeletplugin._pb import (
+    health_v1_pb2,
+    health_v1_pb2_grpc,
+    pluginregistration_v1_pb2,
+    pluginregistration_v1_pb2_grpc,
+)
 from resourceslice.testing import wait_until
 from resourceslice.testing.cluster import build_go_binary
 from resourceslice.testing.kubelet import KubeletHarness
@@ -197,3 +203,48 @@ def test_a_go_build_of_the_driver_holding_the_lock_serializes_prepare(
         for pipe in (go.stdin, go.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+class EmptyErrorPlugin(RecordingPlugin):
+    """Answers every claim with ``error=""`` beside its devices."""
+
+    def prepare_resource_claims(
+        self, claims: list[dict[str, Any]]
+    ) -> dict[str, kubeletplugin.PrepareResult]:
+        results = super().prepare_resource_claims(claims)
+        return {
+            claim_uid: kubeletplugin.PrepareResult(devices=result.devices, error="")
+            for claim_uid, result in results.items()
+        }
+
+
+def test_an_empty_error_means_success_in_prepare_as_in_unprepare(
+    node: Node, kubelet: KubeletHarness
+) -> None:
+    node.start(EmptyErrorPlugin(node.driver))
+    kubelet.wait_registered(node.driver)
+    claim = node.claim("a", ["dev-0"])
+    prepared = kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]
+    assert prepared["error"] == ""
+    assert [d["deviceName"] for d in prepared["devices"]] == ["dev-0"]
+
+
+def test_a_refused_registration_is_answered_with_an_error(node: Node) -> None:
+    """As Go's registration server: kubelet's refusal is recorded, reported, and answered
+    with an error."""
+    helper = node.start()
+    channel = grpc.insecure_channel(f"unix://{helper.registrar_socket_path}")
+    try:
+        stub = pluginregistration_v1_pb2_grpc.RegistrationStub(channel)
+        with pytest.raises(grpc.RpcError) as failed:
+            stub.NotifyRegistrationStatus(
+                pluginregistration_v1_pb2.RegistrationStatus(
+                    plugin_registered=False, error="version not supported"
+                )
+            )
+    finally:
+        channel.close()
+    assert failed.value.code() == grpc.StatusCode.UNKNOWN
+    assert "version not supported" in str(failed.value.details())
+    assert not helper.wait_registered(0)
+    assert [msg for _, msg in node.errors] == ["kubelet refused the plugin's registration"]

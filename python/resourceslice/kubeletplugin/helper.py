@@ -128,7 +128,16 @@ class Helper:
     def _serve(self, path: str, register: Callable[[grpc.Server], None]) -> None:
         if len(path) >= UNIX_PATH_MAX:
             raise ValueError(f"socket path {path} is longer than a Unix socket allows")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # The driver's own data directory is made if missing; kubelet's registration
+        # directory is not (Go's helper makes neither): a socket in a directory of our own
+        # making would never be seen by kubelet, a missing host mount made silent.
+        directory = Path(path).parent
+        if path == self.registrar_socket_path and not directory.is_dir():
+            raise FileNotFoundError(
+                f"kubelet's plugin registration directory {directory} does not exist "
+                "(is it mounted from the host? see registrar_dir)"
+            )
+        directory.mkdir(parents=True, exist_ok=True)
         # A socket left behind by a crashed instance would make the bind fail.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
@@ -344,7 +353,7 @@ def start(
     plugin: Plugin,
     *,
     driver: str,
-    api_client: ApiClient | None,
+    api_client: ApiClient,
     node_name: str = "",
     node_uid: str = "",
     registrar_dir: str = KUBELET_REGISTRY_DIR,
@@ -386,6 +395,9 @@ def start(
     errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
     (an open health stream holds one).
     """
+    if api_client is None:
+        # As Go's helper refuses to start without a client: claims are read with it.
+        raise ValueError("api_client must be given: kubelet's claims are read with it")
     if rolling_update_uid and registrar_socket:
         raise ValueError("rolling_update_uid and registrar_socket exclude each other")
     if registrar_socket is None:

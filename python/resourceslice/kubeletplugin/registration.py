@@ -95,4 +95,8 @@ class Registrar(pluginregistration_v1_pb2_grpc.RegistrationServicer):
         context: grpc.ServicerContext,
     ) -> pluginregistration_v1_pb2.RegistrationStatusResponse:
         self._helper.set_registration_status(request)
+        if not request.plugin_registered:
+            # As Go's registration server: the refusal is recorded and answered with an
+            # error, so kubelet's log shows the plugin took note of it.
+            context.abort(grpc.StatusCode.UNKNOWN, f"failed registration process: {request.error}")
         return pluginregistration_v1_pb2.RegistrationStatusResponse()

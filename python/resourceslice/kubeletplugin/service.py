@@ -51,8 +51,9 @@ class DRAService:
         response = pb.NodePrepareResourcesResponse()
         for uid, result in self._helper.prepare(refs(request.claims)).items():
             entry = response.claims[uid]
-            if result.error is not None:
-                entry.error = error_text(result.error) or "preparing the claim failed"
+            # An empty error text means success, as in unprepare and on the wire.
+            if result.error is not None and error_text(result.error):
+                entry.error = error_text(result.error)
                 continue
             for device in result.devices:
                 fields: dict[str, Any] = {
