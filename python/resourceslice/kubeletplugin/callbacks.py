@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Generic, TypeVar, cast
 
@@ -37,15 +38,35 @@ class CallbackLoop:
                 self._own = own
             return self._own
 
-    def resolve(self, value: _T | Awaitable[_T]) -> _T:
-        """``value`` itself, or what it resolves to when it is awaitable."""
+    def resolve(self, value: _T | Awaitable[_T], deadline: float | None = None) -> _T:
+        """``value`` itself, or what it resolves to when it is awaitable.
+
+        ``deadline`` (``time.monotonic()``): kubelet's, of the call this serves. An awaitable
+        not done by then is cancelled, and waited for until it has ended (so that what it
+        held, the serialization lock above all, is free once this raises TimeoutError).
+        """
         if not inspect.isawaitable(value):
             return value
+        started: list[asyncio.Task[_T]] = []
 
         async def wait() -> _T:
+            task = asyncio.current_task()
+            if task is not None:
+                started.append(cast("asyncio.Task[_T]", task))
             return await value
 
-        return asyncio.run_coroutine_threadsafe(wait(), self.get()).result()
+        loop = self.get()
+        pending = asyncio.run_coroutine_threadsafe(wait(), loop)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            return pending.result(left)
+        except concurrent.futures.TimeoutError:
+            pass
+        loop.call_soon_threadsafe(lambda: [task.cancel() for task in started])
+        try:
+            return pending.result()  # it may have finished meanwhile
+        except concurrent.futures.CancelledError:
+            raise TimeoutError("kubelet's deadline passed: the callback was cancelled") from None
 
     def close(self) -> None:
         with self._lock:

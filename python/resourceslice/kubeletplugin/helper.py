@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from pathlib import Path
@@ -32,7 +33,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import GROUP, ResourceSliceAPI
-from resourceslice._http import get_json
+from resourceslice._http import REQUEST_TIMEOUT, get_json, request
 from resourceslice.api import DriverResources, Owner
 from resourceslice.controller import Controller, ErrorHandler, start_controller
 from resourceslice.kubeletplugin._pb import (
@@ -251,7 +252,7 @@ class Helper:
 
     # -- what the services call --------------------------------------------------------------
 
-    def _fetch_claim(self, ref: ClaimRef) -> ResourceClaim:
+    def _fetch_claim(self, ref: ClaimRef, deadline: float | None) -> ResourceClaim:
         """The claim as the apiserver has it now; ValueError when it is not the one kubelet
         means (gone, replaced by one of the same name, not allocated)."""
         if self._api_client is None or self._claim_api is None:
@@ -262,7 +263,7 @@ class Helper:
             f"/resourceclaims/{quote(ref.name, safe='')}"
         )
         try:
-            claim: ResourceClaim = json.loads(get_json(self._api_client, path))
+            claim: ResourceClaim = json.loads(self._get(path, deadline))
         except ApiException as exc:
             if exc.status == 404:
                 raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
@@ -276,39 +277,61 @@ class Helper:
             raise ValueError(f"claim {ref.namespace}/{ref.name} is not allocated")
         return claim
 
-    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        """Fetch and check the claims, then the driver's callback for those that passed."""
+    def _get(self, path: str, deadline: float | None) -> bytes:
+        """GET ``path``, over by kubelet's ``deadline`` when it set one (sent once then)."""
+        assert self._api_client is not None
+        if deadline is None:
+            return get_json(self._api_client, path)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("kubelet's deadline passed before the claim was read")
+        timeout = (min(REQUEST_TIMEOUT[0], left), min(REQUEST_TIMEOUT[1], left))
+        data: bytes = request(self._api_client, "GET", path, timeout=timeout, total=left).data
+        return data
+
+    def prepare(
+        self, refs: Sequence[ClaimRef], deadline: float | None = None
+    ) -> dict[str, PrepareResult]:
+        """Fetch and check the claims, then the driver's callback for those that passed.
+
+        ``deadline`` (``time.monotonic()``): kubelet's for this call. The claim reads, the
+        wait for the lock and a coroutine callback end by then (Go's helper passes the
+        call's context to all three); a plain callback cannot be interrupted.
+        """
         results: dict[str, PrepareResult] = {}
         claims: list[ResourceClaim] = []
         for ref in refs:
             try:
-                claims.append(self._fetch_claim(ref))
+                claims.append(self._fetch_claim(ref, deadline))
             except Exception as exc:
                 results[ref.uid] = PrepareResult(error=exc)
         if claims:
             uids = [claim["metadata"]["uid"] for claim in claims]
-            with self._serializer.hold():
-                try:
-                    got = self._loop.resolve(self._plugin.prepare_resource_claims(claims))
-                except Exception as exc:
-                    self._error_handler(exc, "prepare_resource_claims failed")
-                    got = {uid: PrepareResult(error=exc) for uid in uids}
+            try:
+                with self._serializer.hold(deadline):
+                    got = self._loop.resolve(self._plugin.prepare_resource_claims(claims), deadline)
+            except Exception as exc:
+                self._error_handler(exc, "prepare_resource_claims failed")
+                got = {uid: PrepareResult(error=exc) for uid in uids}
             for uid in uids:
                 results[uid] = got.get(uid) or PrepareResult(
                     error="the driver returned no result for this claim"
                 )
         return results
 
-    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
-        """The driver's callback; per claim UID the error text, empty when unprepared."""
+    def unprepare(self, refs: Sequence[ClaimRef], deadline: float | None = None) -> dict[str, str]:
+        """The driver's callback; per claim UID the error text, empty when unprepared.
+        ``deadline``: as :meth:`prepare`'s."""
         if not refs:
             return {}
-        with self._serializer.hold():
-            try:
-                got = self._loop.resolve(self._plugin.unprepare_resource_claims(list(refs)))
-            except Exception as exc:
-                self._error_handler(exc, "unprepare_resource_claims failed")
-                got = {ref.uid: exc for ref in refs}
+        try:
+            with self._serializer.hold(deadline):
+                got = self._loop.resolve(
+                    self._plugin.unprepare_resource_claims(list(refs)), deadline
+                )
+        except Exception as exc:
+            self._error_handler(exc, "unprepare_resource_claims failed")
+            got = {ref.uid: exc for ref in refs}
         results = {}
         for ref in refs:
             if ref.uid not in got:

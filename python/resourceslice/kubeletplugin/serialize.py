@@ -18,6 +18,7 @@ import fcntl
 import os
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,13 +35,42 @@ def _whole_file_write_lock() -> bytes:
     return struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
 
 
-def lock_file(fd: int) -> None:
-    """Block until this open file holds the write lock Go's helper takes."""
-    command = getattr(fcntl, "F_OFD_SETLKW", None)
-    if command is None:  # not Linux: the POSIX record lock, as etcd's fileutil falls back to
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        return
-    fcntl.fcntl(fd, command, _whole_file_write_lock())
+#: How often a lock wait with a deadline tries again: a blocking wait cannot time out.
+_LOCK_POLL = 0.02
+
+
+def lock_file(fd: int, deadline: float | None = None) -> None:
+    """Wait until this open file holds the write lock Go's helper takes; TimeoutError when
+    ``deadline`` (``time.monotonic()``) passes first."""
+    wait, attempt = getattr(fcntl, "F_OFD_SETLKW", None), getattr(fcntl, "F_OFD_SETLK", None)
+    if wait is None or attempt is None:  # not Linux: POSIX record locks, as etcd's fallback
+        if deadline is None:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            return
+
+        def try_lock() -> None:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    else:
+        if deadline is None:
+            fcntl.fcntl(fd, wait, _whole_file_write_lock())
+            return
+        command = attempt
+
+        def try_lock() -> None:
+            fcntl.fcntl(fd, command, _whole_file_write_lock())
+
+    never = threading.Event()
+    while True:
+        try:
+            try_lock()
+            return
+        except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: held by another
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    "kubelet's deadline passed while another instance held the lock"
+                ) from None
+            never.wait(min(_LOCK_POLL, left))
 
 
 class Serializer:
@@ -54,17 +84,24 @@ class Serializer:
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self, deadline: float | None = None) -> Iterator[None]:
+        """Hold the lock for one call; TimeoutError if ``deadline`` (kubelet's, on
+        ``time.monotonic()``) passes while waiting: kubelet gave up on the call."""
         if not self._enabled:
             yield
             return
-        with self._lock:
+        left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._lock.acquire(timeout=left):
+            raise TimeoutError("kubelet's deadline passed while another call held the lock")
+        try:
             if self._lock_file is None:
                 yield
                 return
             fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, LOCK_FILE_MODE)
             try:
-                lock_file(fd)
+                lock_file(fd, deadline)
                 yield
             finally:
                 os.close(fd)
+        finally:
+            self._lock.release()

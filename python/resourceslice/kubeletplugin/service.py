@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -17,9 +18,19 @@ from resourceslice.kubeletplugin.types import ClaimRef, PrepareResult
 class ClaimCalls(Protocol):
     """What the service asks of the helper."""
 
-    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]: ...
+    def prepare(
+        self, refs: Sequence[ClaimRef], deadline: float | None = None
+    ) -> dict[str, PrepareResult]: ...
 
-    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]: ...
+    def unprepare(
+        self, refs: Sequence[ClaimRef], deadline: float | None = None
+    ) -> dict[str, str]: ...
+
+
+def deadline_of(context: Any) -> float | None:
+    """kubelet's deadline of a call, on ``time.monotonic()``; None when it set none."""
+    left = context.time_remaining()
+    return None if left is None else time.monotonic() + left
 
 
 def error_text(error: str | BaseException) -> str:
@@ -47,9 +58,10 @@ class DRAService:
     def __init__(self, helper: ClaimCalls) -> None:
         self._helper = helper
 
-    def _prepare_response(self, pb: Any, request: Any) -> Any:
+    def _prepare_response(self, pb: Any, request: Any, context: Any) -> Any:
         response = pb.NodePrepareResourcesResponse()
-        for uid, result in self._helper.prepare(refs(request.claims)).items():
+        results = self._helper.prepare(refs(request.claims), deadline_of(context))
+        for uid, result in results.items():
             entry = response.claims[uid]
             # An empty error text means success, as in unprepare and on the wire.
             if result.error is not None and error_text(result.error):
@@ -67,9 +79,10 @@ class DRAService:
                 entry.devices.append(pb.Device(**fields))
         return response
 
-    def _unprepare_response(self, pb: Any, request: Any) -> Any:
+    def _unprepare_response(self, pb: Any, request: Any, context: Any) -> Any:
         response = pb.NodeUnprepareResourcesResponse()
-        for uid, error in self._helper.unprepare(refs(request.claims)).items():
+        results = self._helper.unprepare(refs(request.claims), deadline_of(context))
+        for uid, error in results.items():
             response.claims[uid].error = error
         return response
 
@@ -78,10 +91,10 @@ class DRAService:
 
         class V1(dra_v1_pb2_grpc.DRAPluginServicer):
             def NodePrepareResources(self, request: Any, context: Any) -> Any:
-                return service._prepare_response(dra_v1_pb2, request)
+                return service._prepare_response(dra_v1_pb2, request, context)
 
             def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-                return service._unprepare_response(dra_v1_pb2, request)
+                return service._unprepare_response(dra_v1_pb2, request, context)
 
         return V1()
 
@@ -90,9 +103,9 @@ class DRAService:
 
         class V1Beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):
             def NodePrepareResources(self, request: Any, context: Any) -> Any:
-                return service._prepare_response(dra_v1beta1_pb2, request)
+                return service._prepare_response(dra_v1beta1_pb2, request, context)
 
             def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-                return service._unprepare_response(dra_v1beta1_pb2, request)
+                return service._unprepare_response(dra_v1beta1_pb2, request, context)
 
         return V1Beta1()
