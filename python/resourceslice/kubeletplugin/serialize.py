@@ -35,42 +35,63 @@ def _whole_file_write_lock() -> bytes:
     return struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
 
 
-#: How often a lock wait with a deadline tries again: a blocking wait cannot time out.
-_LOCK_POLL = 0.02
+def lock_file(fd: int) -> None:
+    """Block until this open file holds the write lock Go's helper takes."""
+    command = getattr(fcntl, "F_OFD_SETLKW", None)
+    if command is None:  # not Linux: the POSIX record lock, as etcd's fileutil falls back to
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        return
+    fcntl.fcntl(fd, command, _whole_file_write_lock())
 
 
-def lock_file(fd: int, deadline: float | None = None) -> None:
-    """Wait until this open file holds the write lock Go's helper takes; TimeoutError when
-    ``deadline`` (``time.monotonic()``) passes first."""
-    wait, attempt = getattr(fcntl, "F_OFD_SETLKW", None), getattr(fcntl, "F_OFD_SETLK", None)
-    if wait is None or attempt is None:  # not Linux: POSIX record locks, as etcd's fallback
-        if deadline is None:
-            fcntl.lockf(fd, fcntl.LOCK_EX)
-            return
+def open_locked(path: Path, deadline: float | None = None) -> int:
+    """``path`` opened and locked (the descriptor: closing it unlocks); TimeoutError if
+    ``deadline`` (``time.monotonic()``) passes first.
 
-        def try_lock() -> None:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    else:
-        if deadline is None:
-            fcntl.fcntl(fd, wait, _whole_file_write_lock())
-            return
-        command = attempt
+    A blocking lock wait cannot time out, and polling would lose the kernel's queue of
+    waiters; so with a deadline the file is opened and locked by a thread of its own. If the
+    caller gives up first, that thread closes the file as soon as it gets the lock, which
+    hands it straight on.
+    """
 
-        def try_lock() -> None:
-            fcntl.fcntl(fd, command, _whole_file_write_lock())
-
-    never = threading.Event()
-    while True:
+    def take() -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, LOCK_FILE_MODE)
         try:
-            try_lock()
-            return
-        except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: held by another
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(
-                    "kubelet's deadline passed while another instance held the lock"
-                ) from None
-            never.wait(min(_LOCK_POLL, left))
+            lock_file(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    if deadline is None:
+        return take()
+    guard = threading.Lock()
+    taken = threading.Event()
+    outcome: list[int | BaseException] = []
+    abandoned = False
+
+    def wait() -> None:
+        try:
+            result: int | BaseException = take()
+        except BaseException as exc:
+            result = exc
+        with guard:
+            if abandoned and isinstance(result, int):
+                os.close(result)
+                return
+            outcome.append(result)
+        taken.set()
+
+    threading.Thread(target=wait, name="kubeletplugin-lock", daemon=True).start()
+    taken.wait(max(0.0, deadline - time.monotonic()))
+    with guard:
+        if not outcome:
+            abandoned = True
+            raise TimeoutError("kubelet's deadline passed while another instance held the lock")
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 class Serializer:
@@ -97,9 +118,8 @@ class Serializer:
             if self._lock_file is None:
                 yield
                 return
-            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, LOCK_FILE_MODE)
+            fd = open_locked(self._lock_file, deadline)
             try:
-                lock_file(fd, deadline)
                 yield
             finally:
                 os.close(fd)
