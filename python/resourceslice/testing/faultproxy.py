@@ -41,9 +41,10 @@ if TYPE_CHECKING:
 class Fault:
     """What happens to one request.
 
-    ``delay``: seconds before it is forwarded (a slow server). ``stall``: seconds its
-    answer is held back after the server gave it (``float("inf")``: until the client gives
-    up or the proxy closes). ``reset``: once the server has answered, the client's
+    ``delay``: seconds before it is forwarded (a slow server; ``float("inf")``: never, the
+    request is lost on the way). ``stall``: seconds its answer is held back after the server
+    gave it (``float("inf")``: until the client gives up or the proxy closes); the server
+    applied the request, a write included. ``reset``: once the server has answered, the client's
     connection is reset instead: the request was applied, the client cannot know it.
     """
 
@@ -183,7 +184,7 @@ class FaultProxy:
                     return
                 method, path = _request_line(request)
                 fault = self.rule(method, path) or Fault()
-                if fault.delay and self._closing.wait(fault.delay):
+                if fault.delay and self._closing.wait(_seconds(fault.delay)):
                     return
                 connection.expect(fault)
                 with self._lock:
@@ -223,10 +224,8 @@ class _Connection:
                 if fresh and fault.reset:
                     self.close(reset=True)
                     return
-                if fresh and fault.stall:
-                    stall = None if fault.stall == float("inf") else fault.stall
-                    if self._ended.wait(stall):
-                        return
+                if fresh and fault.stall and self._ended.wait(_seconds(fault.stall)):
+                    return
                 self._client.sendall(data)
         except OSError:
             return
@@ -276,6 +275,11 @@ def _read_request(sock: socket.socket, buffered: bytes) -> tuple[bytes | None, b
             return None, b""
         rest += data
     return head + _HEAD_END + rest[:length], rest[length:]
+
+
+def _seconds(wait: float) -> float | None:
+    """A wait for ``Event.wait``: None for ever (it refuses an infinite timeout)."""
+    return None if wait == float("inf") else wait
 
 
 def _request_line(request: bytes) -> tuple[str, str]:
