@@ -31,8 +31,9 @@ OLDEST_DEPS := kubernetes==34.1.0 urllib3==2.3.0 PyYAML==6.0 prometheus-client==
 OLDEST_VENV := .venv-oldest
 OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
-# The whole suite but the wheel's own test (it installs the wheel with the newest Python).
-OLDEST_TESTS := --ignore=tests/packaging
+# The whole suite but the wheel's own tests (they install it with the newest Python) and the
+# API reference's build (its tools are in the dev extra, which .venv-oldest has not).
+OLDEST_TESTS := --ignore=tests/packaging --ignore=tests/docs/test_api_reference.py
 
 # The release wheel, as users get it: abi3, linked against glibc 2.17 through zig (its own
 # target directory, so that it does not evict the development build from target/).
@@ -65,16 +66,17 @@ wheel: dev
 		--release --zig --compatibility manylinux2014 --out $(WHEEL_DIR) --quiet
 
 lint: dev
-	$(VENV)/bin/ruff check python tests benches examples
-	$(VENV)/bin/ruff format --check python tests benches examples
+	$(VENV)/bin/ruff check python tests benches examples tools
+	$(VENV)/bin/ruff format --check python tests benches examples tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy examples
+	$(VENV)/bin/mypy tools
 	cargo fmt --check
 	cargo clippy --quiet --all-targets -- -D warnings
 
 fmt: dev
-	$(VENV)/bin/ruff format python tests benches examples
-	$(VENV)/bin/ruff check --fix python tests benches examples
+	$(VENV)/bin/ruff format python tests benches examples tools
+	$(VENV)/bin/ruff check --fix python tests benches examples tools
 	cargo fmt
 
 # The oldest declared Python, the wheel with its test and metrics extras, and the oldest
@@ -91,7 +93,7 @@ $(OLDEST_STAMP): pyproject.toml Makefile
 
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
 # OLDEST_DEPS: pip check), then the suite from that installation.
-test-oldest: wheel server kubelet-harness $(OLDEST_STAMP)
+test-oldest: wheel server kubelet-harness dra-cluster $(OLDEST_STAMP)
 	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
 	$(OLDEST_PY) -m pip check
 	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
@@ -100,7 +102,7 @@ test-oldest: wheel server kubelet-harness $(OLDEST_STAMP)
 
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
 # server with the newest Python and dependencies, then again on the oldest.
-test: lint server kubelet-harness wheel
+test: lint server kubelet-harness dra-cluster wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
@@ -111,11 +113,13 @@ bench: dev server
 	mkdir -p .benchmarks
 	$(PY) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/latest.json
 
-demo: dev server
+# Only what the demo uses: the default release's apiserver and DRA cluster (built by the
+# demo's first step when missing).
+demo: dev
 	$(PY) examples/demo.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(PROTOC_VENV) target .pytest_cache .mypy_cache .ruff_cache .benchmarks
+	rm -rf $(VENV) $(OLDEST_VENV) $(PROTOC_VENV) target site .pytest_cache .mypy_cache .ruff_cache .benchmarks
 	find python -name '*.so' -delete
 
 # --- resourceslice.kubeletplugin (the [kubelet] extra) ---
@@ -132,10 +136,16 @@ PROTOC_VENV := .venv-protoc
 KUBELET_PROTOS := dra/v1:dra_v1 dra/v1beta1:dra_v1beta1 dra-health/v1:health_v1 \
 	dra-health/v1alpha1:health_v1alpha1 pluginregistration/v1:pluginregistration_v1
 
-.PHONY: protos kubelet-harness
+.PHONY: protos kubelet-harness dra-cluster
 # Build (or find cached) the kubelet harness the kubeletplugin tests register plugins with.
 kubelet-harness: dev
 	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
+
+# Build (or find cached) the DRA cluster (kube-scheduler, the resourceclaim controller,
+# kubelet's DRA manager) of each release, which tests/e2e runs pods on.
+dra-cluster: dev
+	$(PY) -c "from resourceslice.testing import build_dra_cluster, releases; \
+		[print(build_dra_cluster(release=r)) for r in releases()]"
 
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)
@@ -146,3 +156,24 @@ protos:
 	done
 	$(PROTOC_VENV)/bin/python -m grpc_tools.protoc -Ipython --python_out=python --pyi_out=python \
 		--grpc_python_out=python $(KUBELET_PB)/*.proto
+
+# --- documentation ---
+# The site with the API reference, generated from the docstrings into site/; --strict makes a
+# warning (a broken link or anchor, an unparsable docstring) fail the build.
+.PHONY: docs
+docs: dev
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# --- distributions ---
+# dist/: the abi3 wheel (`make wheel`), the sdist (builds the Rust core with cargo where it is
+# installed), and the pure-Python wheel: the same package without _core, for platforms that
+# have no binary wheel (tools/pure_wheel.py derives it from the binary one).
+# tests/packaging/test_dists.py installs each into a clean virtualenv.
+DIST_DIR := dist
+.PHONY: dist
+dist: wheel
+	rm -rf $(DIST_DIR)
+	mkdir -p $(DIST_DIR)
+	cp $(WHEEL_DIR)/*.whl $(DIST_DIR)/
+	$(VENV)/bin/maturin sdist --out $(DIST_DIR)
+	$(PY) tools/pure_wheel.py $(DIST_DIR)/*-abi3-*.whl $(DIST_DIR)

@@ -1,13 +1,17 @@
-"""``make demo``: the ``resourceslice`` command against a real local apiserver.
+"""``make demo``: the ``resourceslice`` command against a real local apiserver, and a pod
+that gets its device through the whole DRA chain.
 
 Run with ``python examples/demo.py``, from a checkout: it uses the example files beside it,
-which the wheel does not ship, and so neither does it ship this. It starts the test
-kube-apiserver + etcd of :mod:`resourceslice.testing` (built once per machine), publishes
-``gpu-node.yaml`` (one node, 288 devices) and ``fabric-pool.yaml`` (a network-attached pool
-of 4,800 ports) with ``resourceslice publish``, prints ``resourceslice status``, changes one
-device in the GPU file while its publisher runs, shows the single update that caused, and
-stops everything it started. The examples are copied first: the edit never touches the
-checkout.
+which the wheel does not ship, and so neither does it ship this. It starts the DRA cluster of
+:mod:`resourceslice.testing` (the test kube-apiserver + etcd, kube-scheduler, the
+resourceclaim controller and a simulated node running kubelet's DRA manager; built once per
+machine), publishes ``gpu-node.yaml`` (one node, 288 devices) and ``fabric-pool.yaml`` (a
+network-attached pool of 4,800 ports) with ``resourceslice publish``, prints ``resourceslice
+status``, changes one device in the GPU file while its publisher runs, and shows the single
+update that caused. Then it runs ``kubelet_driver.py`` (the README's whole driver) on the
+node, creates a pod that asks for one of its devices, and prints what the pod's container
+was given. It stops everything it started. The examples are copied first: the edit never
+touches the checkout.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from typing import IO, Any
 import kubernetes.client
 import yaml
 
+import kubelet_driver  # beside this file
 import resourceslice as rs
 from resourceslice._http import SLICES_PATH, get_json
-from resourceslice.testing import start_cluster
+from resourceslice.testing import DRACluster, start_dra_cluster
 
 NODE = "demo-node-1"
 GPU_DRIVER = "gpu.example.com"
@@ -125,17 +130,52 @@ def slice_versions(client: kubernetes.client.ApiClient, driver: str) -> dict[str
     return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in items}
 
 
+def a_pod_gets_a_device(cluster: DRACluster, client: kubernetes.client.ApiClient) -> None:
+    """The example driver on the node; a pod asks for one of its devices."""
+    driver = kubelet_driver.DRIVER
+    say(f"a pod gets a device: {driver} (examples/kubelet_driver.py) on {NODE}")
+    node = cluster.nodes[NODE]
+    helper = kubelet_driver.run(
+        client,
+        NODE,
+        cdi_dir=str(node.cdi_dir),
+        registrar_dir=str(node.registry_dir),
+        plugin_data_dir=str(node.plugin_data_dir(driver)),
+    )
+    try:
+        cluster.wait_registered(NODE, driver)
+        assert helper.controller is not None
+        if not helper.controller.wait_synced(timeout=WAIT):
+            raise DemoError(f"{driver}'s devices were not published within {WAIT:.0f}s")
+        print(f"  kubelet's plugin manager registered {driver}; its 4 devices published")
+        cluster.create_device_class("demo", driver=driver)
+        cluster.create_claim_template("one-demo-device", device_class="demo")
+        cluster.create_pod("demo-pod", claim_template="one-demo-device")
+        print("  created DeviceClass demo, ResourceClaimTemplate one-demo-device, Pod demo-pod")
+        pod = cluster.wait_pod_prepared("demo-pod")
+        (claim,) = cluster.pod_claims("demo-pod")
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        print(f"  kube-scheduler put demo-pod on {pod.node} and allocated its claim")
+        print(f"    {claim['metadata']['name']}: {result['driver']} pool {result['pool']}", end=" ")
+        print(f"device {result['device']}")
+        container = pod.containers["ctr"]
+        print("  kubelet's DRA manager had the driver prepare it; the runtime's CDI injection gave")
+        print(f"  container ctr: env {' '.join(container.env)}")
+        print(f"    (CDI device {', '.join(container.cdi_devices)})")
+        cluster.delete_pod("demo-pod")
+        print("  deleted demo-pod: unprepared, its claim deallocated and deleted")
+    finally:
+        helper.stop()
+
+
 def demo(work: Path) -> None:
-    say("starting a local kube-apiserver + etcd (resourceslice.testing)")
-    with start_cluster() as cluster, cluster.api_client() as client:
-        kubeconfig = str(cluster.kubeconfigs["admin"])
-        print(f"  server {cluster.server}; core: {rs.core_backend()}; kubeconfig {kubeconfig}")
-        labels = {"fabric": "a"}
-        kubernetes.client.CoreV1Api(client).create_node(
-            kubernetes.client.V1Node(
-                metadata=kubernetes.client.V1ObjectMeta(name=NODE, labels=labels)
-            )
-        )
+    say("starting a local DRA cluster (resourceslice.testing: kube-apiserver + etcd,")
+    print("  kube-scheduler, the resourceclaim controller, a node with kubelet's DRA manager)")
+    with start_dra_cluster() as cluster, cluster.api_client() as client:
+        kubeconfig = str(cluster.apiserver.kubeconfigs["admin"])
+        print(f"  server {cluster.apiserver.server}; core: {rs.core_backend()}; ", end="")
+        print(f"kubeconfig {kubeconfig}")
+        cluster.add_node(NODE, labels={"fabric": "a"})
         print(f"  created Node {NODE} (label fabric=a)")
         gpu_file, fabric_file = work / "gpu-node.yaml", work / "fabric-pool.yaml"
         for path in (gpu_file, fabric_file):
@@ -180,8 +220,10 @@ def demo(work: Path) -> None:
             print(f"  ResourceSlices rewritten: {', '.join(changed)} (resourceVersion", end=" ")
             print(f"{before[changed[0]]} -> {after[changed[0]]}); untouched: {len(after) - 1}")
             run(cli("status", "--driver", GPU_DRIVER, *access), work)
+
+            a_pod_gets_a_device(cluster, client)
         finally:
-            say("stopping the publisher (its slices stay) and the apiserver")
+            say("stopping the publisher (its slices stay) and the cluster")
             code = gpu.stop()
         if code != 0:
             raise DemoError(f"the publisher exited with {code}")

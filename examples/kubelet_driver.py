@@ -87,11 +87,12 @@ def run(
     *,
     pod_uid: str | None = None,
     cdi_dir: str = kubeletplugin.DEFAULT_CDI_DIR,
+    devices: int = 4,
     **options: Any,
 ) -> kubeletplugin.Helper:
-    """Start the kubelet plugin and publish the node's devices; ``options`` go to
+    """Start the kubelet plugin and publish the node's ``devices``; ``options`` go to
     :func:`kubeletplugin.start` (e.g. other directories than kubelet's defaults)."""
-    driver = DemoDriver(kubeletplugin.CDISpecWriter(DRIVER, cdi_dir=cdi_dir))
+    driver = DemoDriver(kubeletplugin.CDISpecWriter(DRIVER, cdi_dir=cdi_dir), devices)
     helper = kubeletplugin.start(
         driver,
         driver=DRIVER,

@@ -23,6 +23,12 @@ class Desired:
     def changed_pools(self, new: Desired) -> list[str]:
         """The pools whose desired content differs in ``new`` (or that only one of the two
         has), sorted: after an update, only those need a sync."""
+    def with_devices(
+        self, pool: str, batch: Desired, removed: Sequence[str]
+    ) -> tuple[Desired | None, list[str]]:
+        """This state with ``pool``'s devices upserted from ``batch`` (a desired state
+        holding only them, in ``pool``) and those named in ``removed`` left out
+        (docs/core.md §8); ``(None, errors)`` when ``pool`` is not a desired flat pool."""
 
 @final
 class SliceRecord:

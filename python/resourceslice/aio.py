@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import functools
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from resourceslice._http import ClosingApiClient
+    from resourceslice.types import Device
 
 __all__ = ["AsyncController", "StartingController", "start_controller"]
 
@@ -70,6 +71,18 @@ class AsyncController:
         if self._stopped:
             raise ControllerStoppedError("the controller was stopped; start a new one")
         await self._call(self._controller.update, resources)
+
+    async def update_devices(
+        self,
+        pool: str,
+        upsert: Sequence[Device | Mapping[str, Any] | Any] = (),
+        remove: Iterable[str] = (),
+    ) -> None:
+        """:meth:`Controller.update_devices`, with the validation in a thread; like
+        :meth:`update`, a cancelled call still takes effect."""
+        if self._stopped:
+            raise ControllerStoppedError("the controller was stopped; start a new one")
+        await self._call(self._controller.update_devices, pool, list(upsert), list(remove))
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
         """:meth:`Controller.wait_synced`, without blocking the loop."""

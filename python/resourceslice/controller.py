@@ -10,15 +10,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubernetes.client import ApiClient
 
 from resourceslice._http import node_uid, retry_after
 from resourceslice._plain import owner_ref, to_plain_pools
-from resourceslice.api import DriverResources, Owner, SliceExistsError, Stats, ValidationError
+from resourceslice.api import (
+    DriverResources,
+    Owner,
+    Pool,
+    SliceExistsError,
+    Stats,
+    ValidationError,
+)
 from resourceslice.health import Health, ObservedSliceAPI, Observer, Snapshot
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.leaderelection import LeaderElection, LeaderElector, NotLeaderError
@@ -33,6 +40,7 @@ if TYPE_CHECKING:
 
     from resourceslice import _core as core
     from resourceslice._core import Desired, OwnerRef, Plan, SliceRecord
+    from resourceslice.types import Device
 else:
     from resourceslice._backend import core
 
@@ -243,14 +251,66 @@ class Controller:
         with self._lock:
             self._check_running()
             changed = self._desired.changed_pools(desired)
-            self._desired = desired
-            self._desired_pools = frozenset(desired.pool_names())
-            self._version += 1
-            for pool in changed:
-                self._pool_versions[pool] = self._version
-            self._dirty.update(changed)
-            if self._client is not None:
-                self._writer.forget_dropped(changed)
+            self._replace(desired, changed)
+        self._schedule(changed)
+
+    def update_devices(
+        self,
+        pool: str,
+        upsert: Sequence[Device | Mapping[str, Any] | Any] = (),
+        remove: Iterable[str] = (),
+    ) -> None:
+        """Change some devices of ``pool`` by name, without handing over the whole desired state.
+
+        ``upsert``: each replaces the device of its name, where it is, or is added after the
+        others; ``remove``: names taken out (one not there is no error). The pool must be
+        desired and given as ``devices``, not ``slices``. Only these devices are validated
+        (an error's path, ``pools["<pool>"].devices[i]``, counts in ``upsert``); raises
+        ValidationError and keeps the desired state if anything is wrong.
+
+        Each call changes the desired state the previous call left, whether update() or
+        update_devices(); update() replaces all of it, earlier device changes included.
+        Calls within ``update_interval`` are coalesced into one sync of the pool, with the
+        same writes as an update() to the same devices (docs/core.md §8).
+        """
+        self._check_running()
+        removed = list(remove)
+        errors = [
+            f"remove[{i}]: must be a string" for i, n in enumerate(removed) if type(n) is not str
+        ]
+        # The devices alone, as a pool of their own: the pool's node selection does not
+        # change what is valid in a flat pool's device, and the edit keeps the pool's own.
+        batch_pool = Pool(devices=list(upsert), all_nodes=self._node_name is None)
+        pools, shape_errors = to_plain_pools(
+            DriverResources(pools={pool: batch_pool}), self._node_name
+        )
+        errors += shape_errors
+        if errors:
+            raise ValidationError(errors)
+        batch, errors = core.prepare_desired(self._driver, pools, self._max_slice_bytes)
+        if batch is None:
+            raise ValidationError(errors)
+        with self._lock:
+            self._check_running()
+            desired, errors = self._desired.with_devices(pool, batch, removed)
+            if desired is None:
+                raise ValidationError(errors)
+            self._replace(desired, [pool])
+        self._schedule([pool])
+
+    def _replace(self, desired: Desired, changed: list[str]) -> None:
+        """Makes ``desired`` the desired state, ``changed`` the pools it changed; under the lock."""
+        self._desired = desired
+        self._desired_pools = frozenset(desired.pool_names())
+        self._version += 1
+        for pool in changed:
+            self._pool_versions[pool] = self._version
+        self._dirty.update(changed)
+        if self._client is not None:
+            self._writer.forget_dropped(changed)
+
+    def _schedule(self, changed: list[str]) -> None:
+        """Syncs the ``changed`` pools, at most once per ``update_interval`` each."""
         if self._client is not None:
             for pool in changed:
                 self._queue.add_spaced(pool, self._update_interval)

@@ -13,6 +13,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 
 pub mod canonical;
 pub mod decode;
+pub mod edit;
 pub mod pack;
 pub mod plan;
 pub mod quantity;
@@ -251,14 +252,24 @@ impl PyDesired {
     }
 
     fn device_count(&self, pool: &str) -> usize {
-        self.0
-            .pools
-            .get(pool)
-            .map_or(0, validate::DesiredPool::device_count)
+        self.0.pools.get(pool).map_or(0, |p| p.device_count())
     }
 
     fn changed_pools(&self, new: &PyDesired) -> Vec<String> {
         plan::changed_pools(&self.0, &new.0)
+    }
+
+    fn with_devices(
+        &self,
+        py: Python<'_>,
+        pool: &str,
+        batch: &PyDesired,
+        removed: Vec<String>,
+    ) -> PyResult<(Option<Py<PyDesired>>, Vec<String>)> {
+        match py.detach(|| edit::with_devices(&self.0, pool, &batch.0, &removed)) {
+            Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Vec::new())),
+            Err(errors) => Ok((None, errors)),
+        }
     }
 }
 

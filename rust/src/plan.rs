@@ -237,14 +237,6 @@ impl<'r> StoredTimes<'r> {
     }
 }
 
-/// Whether the pool's writes can go out under its current generation (docs/core.md §5).
-///
-/// Consumers use only the highest generation, and only once all `resourceSliceCount` slices
-/// of it are there. One in-place update keeps such a pool consistent. So does filling the
-/// empty slots of an interrupted publish (a crash, a lost response, a slice deleted by hand)
-/// when every slice of the generation that stays is already as desired: the new slices hold
-/// only devices no other slice has. Anything else needs a new generation, so that consumers
-/// never mix old and new slices.
 /// The ownerReferences of a written slice: the stored ones as they are, ours put in place of
 /// the stored entry with our uid (or first when there is none), so that an update keeps what
 /// other clients own, as upstream's update of a copy of the stored object does.
@@ -266,16 +258,66 @@ fn owner_references(ours: Option<&Value>, record: Option<&Record>) -> Option<Val
     (!refs.is_empty()).then_some(Value::Array(refs))
 }
 
+/// How a desired slice differs from its stored record of the current generation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Change {
+    None,
+    /// Only the device list: the header (node selection, counters, count, ...) is as stored.
+    Devices,
+    /// A create, an obsolete record to overwrite, or a header that changes.
+    Slice,
+}
+
+/// Whether the pool's writes can go out under its current generation (docs/core.md §5).
+///
+/// Consumers use only the highest generation, and only once all `resourceSliceCount` slices
+/// of it are there. Without a missing slot, in-place updates keep such a pool consistent at
+/// every moment, in any order, when each changes only its own devices and no device moves
+/// between slices (`isolated` says so; asked only when more than one update is needed).
+/// Filling the empty slots of an interrupted publish (a crash, a lost response, a slice
+/// deleted by hand) does too, when every slice of the generation that stays is already as
+/// desired: the new slices hold only devices no other slice has. Anything else needs a new
+/// generation, so that consumers never mix old and new slices.
 fn keeps_generation(
     missing: usize,
     updates_needed: usize,
     kept: usize,
     drops_current: bool,
+    isolated: impl FnOnce() -> bool,
 ) -> bool {
     if missing == 0 {
-        return updates_needed <= 1;
+        return updates_needed <= 1 || isolated();
     }
     updates_needed == 0 && kept > 0 && !drops_current
+}
+
+/// Whether every changed slice changes only its devices, none of which another changed slice
+/// holds now: then no order of the updates shows a device twice, nor hides one that stays.
+///
+/// A device moving in from an unchanged slice would be desired twice (rejected by validation),
+/// so the stored devices of the changed slices are all there is to look at: O(changed).
+fn isolated_updates(
+    slices: &[SliceRef<'_>],
+    current: &BTreeMap<usize, &Record>,
+    changes: &[Change],
+) -> bool {
+    let changed = || {
+        changes
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c != Change::None)
+    };
+    if changed().any(|(_, &c)| c == Change::Slice) {
+        return false;
+    }
+    let held: HashMap<&str, usize> = changed()
+        .flat_map(|(i, _)| current[&i].device_names.iter().map(move |n| (n, i)))
+        .collect();
+    changed().all(|(i, _)| {
+        slices[i]
+            .devices()
+            .all(|d| held.get(d.name).is_none_or(|&j| j == i))
+    })
 }
 
 /// Which writes of a plan get bodies: from `first_write` on, in the order of
@@ -359,25 +401,31 @@ pub fn plan_pool(
         owner_references: owner_references(owner_ref.as_ref(), record),
     };
 
-    let changed: Vec<bool> = slices
+    let changes: Vec<Change> = slices
         .iter()
         .enumerate()
         .map(|(i, s)| match current.get(&i) {
-            None => true,
-            Some(r) if r.generation < max_gen => true,
-            Some(r) => {
+            Some(r) if r.generation == max_gen => {
                 let same_devices = r.devices.len() == s.indices.len()
                     && s.devices()
                         .zip(r.devices.iter())
                         .all(|(d, stored)| canonical::device_eq(d.json, stored));
-                !(same_devices
-                    && canonical::header_eq(
+                let same_header = || {
+                    canonical::header_eq(
                         &canonical::to_json(&header(s, r.generation, Some(r)).to_value()),
                         &r.header,
-                    ))
+                    )
+                };
+                match (same_devices, same_header()) {
+                    (true, true) => Change::None,
+                    (false, true) => Change::Devices,
+                    (_, false) => Change::Slice,
+                }
             }
+            _ => Change::Slice,
         })
         .collect();
+    let changed: Vec<bool> = changes.iter().map(|&c| c != Change::None).collect();
     // A slot without a slice of the current generation (none, or an obsolete one to be
     // overwritten) changes what consumers see of the pool, as a create would.
     let missing = (0..count)
@@ -388,7 +436,9 @@ pub fn plan_pool(
     let drops_current = dropped.iter().any(|r| r.generation == max_gen);
     let (generation, write_all) = if wanted.generation > max_gen {
         (wanted.generation, true)
-    } else if keeps_generation(missing, updates_needed, kept, drops_current) {
+    } else if keeps_generation(missing, updates_needed, kept, drops_current, || {
+        isolated_updates(&slices, &current, &changes)
+    }) {
         (max_gen, false)
     } else {
         (max_gen + 1, true)

@@ -16,6 +16,17 @@ impl StrList {
         self.ends.push(self.text.len());
     }
 
+    /// Room for `bytes` more text in `count` more strings.
+    pub fn reserve(&mut self, bytes: usize, count: usize) {
+        self.text.reserve(bytes);
+        self.ends.reserve(count);
+    }
+
+    /// The bytes of text held.
+    pub fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
     /// Gives back the room reserved while pushing: the list is kept, not grown, afterwards.
     pub fn shrink_to_fit(&mut self) {
         self.text.shrink_to_fit();

@@ -5,6 +5,7 @@
 //! is collected with its path, in traversal order, and a device's canonical JSON is rendered
 //! only once it is known to be valid.
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -60,10 +61,19 @@ pub struct DeviceList {
 }
 
 impl DeviceList {
-    fn push(&mut self, device: DeviceEntry<'_>) {
+    pub(crate) fn push(&mut self, device: DeviceEntry<'_>) {
         self.names.push(device.name);
         self.jsons.push(device.json);
         self.flags.push((device.advanced, device.untimed_taints));
+    }
+
+    /// Room for the devices of `lists` together: pushing them then never reallocates.
+    pub(crate) fn reserve_for(&mut self, lists: &[&DeviceList]) {
+        let sum = |f: fn(&DeviceList) -> usize| lists.iter().map(|l| f(l)).sum::<usize>();
+        let count = sum(DeviceList::len);
+        self.names.reserve(sum(|l| l.names.text_len()), count);
+        self.jsons.reserve(sum(|l| l.jsons.text_len()), count);
+        self.flags.reserve(count);
     }
 
     fn shrink_to_fit(&mut self) {
@@ -132,7 +142,8 @@ impl DesiredPool {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     pub driver: String,
-    pub pools: BTreeMap<String, DesiredPool>,
+    /// Shared: a device-level edit of one pool (`edit::with_devices`) copies only that one.
+    pub pools: BTreeMap<String, Arc<DesiredPool>>,
     pub max_slice_bytes: usize,
 }
 
@@ -1909,7 +1920,7 @@ pub fn prepare_desired<'i>(
             })
         });
         if let Some(p) = checked {
-            out.insert((*name).to_owned(), p);
+            out.insert((*name).to_owned(), Arc::new(p));
         }
     }
     match driver {

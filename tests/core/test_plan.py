@@ -168,16 +168,75 @@ def test_driver_generation_wins_and_pool_removal_deletes_all(core: ModuleType) -
     assert (gone.generation, gone.updates, gone.creates) == (0, [], [])
 
 
-def test_two_changed_slices_bump_the_generation_and_rewrite_all(core: ModuleType) -> None:
-    base = devices(300)
+def test_changed_slices_are_updated_in_place_under_their_generation(core: ModuleType) -> None:
+    base = devices(10_000)
     records = apply(core, core.plan_pool(prepare(core, {"p": pool(base)}), "p", [], None, None), [])
-    edited = [dict(d) for d in base]
-    edited[0]["attributes"] = {"index": {"int": -1}}
-    edited[200]["attributes"] = {"index": {"int": -2}}
-    plan = core.plan_pool(prepare(core, {"p": pool(edited)}), "p", records, None, None)
-    assert plan.generation == 2 and len(plan.updates) == 3 and plan.creates == []
-    assert {b["spec"]["pool"]["generation"] for b in bodies(plan)} == {2}
-    assert sorted(n for n, _ in plan.updates) == sorted(r.name for r in records)
+    by_device = {n: r.name for r in records for n in r.device_names}
+    for changed in ([0, 200], [1, 3000, 5000, 7000, 9999]):
+        edited = [dict(d) for d in base]
+        for i in changed:
+            edited[i]["attributes"] = {"index": {"int": -1 - i}}
+        plan = core.plan_pool(prepare(core, {"p": pool(edited)}), "p", records, None, None)
+        # One write per changed slice, not a rewrite of all 79 under a new generation.
+        assert (plan.generation, plan.creates, plan.deletes) == (1, [], [])
+        assert sorted(n for n, _ in plan.updates) == sorted(by_device[f"dev-{i}"] for i in changed)
+        assert {b["spec"]["pool"]["generation"] for b in bodies(plan)} == {1}
+
+
+def _explicit(*slices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return pool(None, slices=[{"devices": s, **extra} for s in slices])
+
+
+def test_a_device_moving_between_slices_bumps_the_generation(core: ModuleType) -> None:
+    """Removed from one slice before it is added to the other, a consumer would see the pool
+    complete without it; added first, twice: neither is a view of the pool."""
+    a, b, c = devices(3), devices(3, start=3), devices(3, start=6)
+    desired = prepare(core, {"p": _explicit(a, b, c)})
+    records = apply(core, core.plan_pool(desired, "p", [], None, None), [])
+    moved = prepare(core, {"p": _explicit(a[1:], [*b, a[0]], c)})
+    plan = core.plan_pool(moved, "p", records, None, None)
+    assert (plan.generation, len(plan.updates)) == (2, 3)
+    # Two slices changing only their own devices, with one leaving: in place.
+    edited = prepare(core, {"p": _explicit(a[1:], [{**b[0], "attributes": {}}, *b[1:]], c)})
+    plan = core.plan_pool(edited, "p", records, None, None)
+    assert (plan.generation, len(plan.updates)) == (1, 2)
+
+
+def test_a_device_evicted_by_its_growth_bumps_the_generation(core: ModuleType) -> None:
+    max_bytes = 4096 + 4 * 60
+    base = devices(11)
+    records = apply(
+        core, core.plan_pool(prepare(core, {"p": pool(base)}, max_bytes), "p", [], None, None), []
+    )
+    assert [len(r.device_names) for r in records] == [4, 4, 3]
+    grown = [{**d, "attributes": {"pad": {"string": "x" * 40}}} for d in base[:2]] + base[2:]
+    plan = core.plan_pool(prepare(core, {"p": pool(grown)}, max_bytes), "p", records, None, None)
+    # dev-3 leaves slice 0 for slice 2: no slice created, yet a move.
+    assert [len(b["spec"]["devices"]) for b in bodies(plan)] == [3, 4, 4]
+    assert plan.generation == 2
+
+
+def test_a_header_change_beside_other_updates_bumps_the_generation(core: ModuleType) -> None:
+    """Counter sets are pool-wide: a device may consume from another slice's set."""
+    counters = [{"name": "gpu-0", "counters": {"mem": {"value": "2Gi"}}}]
+    consumer = {
+        "name": "part-0",
+        "consumesCounters": [{"counterSet": "gpu-0", "counters": {"mem": {"value": "1Gi"}}}],
+    }
+    sets = {"devices": None, "sharedCounters": counters}
+    desired = prepare(core, {"p": pool(None, slices=[sets, {"devices": [consumer]}])})
+    records = apply(core, core.plan_pool(desired, "p", [], None, None), [])
+    bigger = [{"name": "gpu-0", "counters": {"mem": {"value": "4Gi"}}}]
+    using = {
+        **consumer,
+        "consumesCounters": [{"counterSet": "gpu-0", "counters": {"mem": {"value": "3Gi"}}}],
+    }
+    changed = prepare(
+        core,
+        {"p": pool(None, slices=[{**sets, "sharedCounters": bigger}, {"devices": [using]}])},
+    )
+    plan = core.plan_pool(changed, "p", records, None, None)
+    assert (plan.generation, len(plan.updates)) == (2, 2)
 
 
 def test_labels_and_annotations_are_echoed_on_update(core: ModuleType) -> None:

@@ -7,6 +7,7 @@ HTTP requests the controller's client sent, not from the controller's own statis
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import time
 from typing import Any
@@ -132,9 +133,14 @@ def test_explicit_slices_generation_rules(
     assert [devices_of(s) for s in published] == layout
     assert {s["spec"]["pool"]["resourceSliceCount"] for s in published} == {3}
 
+    steps = itertools.count()
+
     def change(indexes: list[int], generation: int, puts: int) -> None:
         for i in indexes:
-            layout[i][0] = {**layout[i][0], "attributes": {"step": {"int": generation + puts}}}
+            layout[i][0] = {**layout[i][0], "attributes": {"step": {"int": next(steps)}}}
+        sync(generation, puts)
+
+    def sync(generation: int, puts: int) -> None:
         env.counter.reset()
         env.update_synced(ctrl, explicit(*layout))
         assert env.counter.writes() == {"PUT": puts}
@@ -143,8 +149,12 @@ def test_explicit_slices_generation_rules(
         assert {s["spec"]["pool"]["generation"] for s in now} == {generation}
 
     change([1], generation=1, puts=1)  # one in-place update keeps the generation
-    change([0, 2], generation=2, puts=3)  # more than one: new generation, all rewritten
-    change([0, 1, 2], generation=3, puts=3)
+    change([0, 2], generation=1, puts=2)  # so do several, each of its own devices
+    change([0, 1, 2], generation=1, puts=3)
+    # A device moving between slices: new generation, all rewritten (docs/core.md §5).
+    layout[2].append(layout[0].pop())
+    sync(generation=2, puts=3)
+    change([0, 2], generation=2, puts=2)
 
 
 def test_lower_generation_deleted(env: ControllerEnv) -> None:

@@ -33,6 +33,16 @@ def test_ten_thousand_devices(env: ControllerEnv) -> None:
     assert env.counter.writes() == {"PUT": 1}
     assert {s["spec"]["pool"]["generation"] for s in env.slices()} == {1}
 
+    # Changes in several slices: one PUT per changed slice, the generation kept (it was 79
+    # PUTs under a new generation for 2 devices in 2 slices).
+    for changed in ([0, 9999], [1, 2000, 4000, 6000, 8000]):
+        for i in changed:
+            devs[i] = device(i, attributes={"index": {"int": -1 - i}})
+        env.counter.reset()
+        env.update_synced(ctrl, pools(p=rs.Pool(devices=devs)))
+        assert env.counter.writes() == {"PUT": len(changed)}
+        assert {s["spec"]["pool"]["generation"] for s in env.slices()} == {1}
+
     with env.restart(ctrl, pools(p=rs.Pool(devices=devs))):
         assert env.counter.writes() == {}
     assert env.errors == []

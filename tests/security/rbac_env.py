@@ -23,9 +23,15 @@ _bindings = itertools.count()
 
 
 def shipped_role() -> dict[str, Any]:
-    """The ClusterRole document of deploy/rbac.yaml."""
-    [role] = [d for d in yaml.safe_load_all(RBAC_YAML.read_text()) if d["kind"] == "ClusterRole"]
-    return dict(role)
+    """What a node-local driver binds of deploy/rbac.yaml: both its ClusterRoles
+    (resourceslice-publisher, and resourceslice-node-owner for its Node owner), as one."""
+    roles = {
+        d["metadata"]["name"]: d
+        for d in yaml.safe_load_all(RBAC_YAML.read_text())
+        if d["kind"] == "ClusterRole"
+    }
+    publisher, node_owner = roles["resourceslice-publisher"], roles["resourceslice-node-owner"]
+    return {**publisher, "rules": [*publisher["rules"], *node_owner["rules"]]}
 
 
 def without_verb(role: dict[str, Any], verb: str) -> dict[str, Any]:

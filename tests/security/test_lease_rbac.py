@@ -131,17 +131,18 @@ def sharded_round(cluster: TestCluster, lease: str) -> tuple[list[BaseException]
 
 @pytest.mark.integration
 def test_shards_need_list(kube_cluster: TestCluster) -> None:
+    """The shipped Role (no shards: no list) plus the "list" its comment says to add."""
     role = shipped("leader-election.yaml", "Role")
-    without_list = copy.deepcopy(role["rules"])
-    without_list[0]["verbs"].remove("list")
+    with_list = copy.deepcopy(role["rules"])
+    with_list[0]["verbs"].append("list")
     admin = kube_cluster.api_client("admin")
     leases = kubernetes.client.CoordinationV1Api(admin)
     try:
+        with bound_lease_role(kube_cluster, with_list):
+            errors, held = sharded_round(kube_cluster, "sharded-with-list")
+        assert (errors, held) == ([], [0, 1])
         with bound_lease_role(kube_cluster, role["rules"]):
             errors, held = sharded_round(kube_cluster, "sharded-shipped")
-        assert (errors, held) == ([], [0, 1])
-        with bound_lease_role(kube_cluster, without_list):
-            errors, held = sharded_round(kube_cluster, "sharded-without-list")
         assert any(getattr(e, "status", None) == 403 for e in errors), errors
         assert held == []
     finally:
@@ -155,7 +156,12 @@ def test_the_deployment_example_runs_a_valid_publish() -> None:
     command = container["command"]
     assert command[0] == "resourceslice"
     args = build_parser().parse_args(command[1:])
-    assert args.leader_elect and not args.once
+    assert args.leader_elect and not args.once and args.shards == 1  # the Role has no list
+    # The probes ask the metrics server the command runs.
+    port = container["ports"][0]
+    assert args.metrics_address == ("", port["containerPort"])
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/livez", "port": port["name"]}
     # The pools file of the ConfigMap is valid for that driver.
     config = shipped("publisher-deployment.yaml", "ConfigMap")
     [mount] = container["volumeMounts"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from resourceslice._pycore import edit as _edit
 from resourceslice._pycore import plan as _plan
 from resourceslice._pycore.decode import (
     SliceRecord,
@@ -51,6 +52,15 @@ class Desired:
             for name in old_state.pools.keys() | new_state.pools.keys()
             if every or old_state.pools.get(name) != new_state.pools.get(name)
         )
+
+    def with_devices(
+        self, pool: str, batch: Desired, removed: Sequence[str]
+    ) -> tuple[Desired | None, list[str]]:
+        """This state with ``pool``'s devices upserted from ``batch`` (a desired state
+        holding only them, in ``pool``) and those named in ``removed`` left out
+        (docs/core.md §8); ``(None, errors)`` when ``pool`` is not a desired flat pool."""
+        state, errors = _edit.with_devices(self._state, pool, batch._state, removed)
+        return (Desired(state) if state is not None else None), errors
 
 
 #: Nesting the API never needs (a node selector, the deepest part, is 5 levels). Deeper

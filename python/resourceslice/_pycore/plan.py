@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from resourceslice._pycore import canonical
@@ -184,19 +184,50 @@ def _owner_references(ours: dict[str, Any] | None, rec: SliceRecord | None) -> l
     return refs or None
 
 
-def _keeps_generation(missing: int, updates_needed: int, kept: int, drops_current: bool) -> bool:
+#: How a desired slice differs from its stored record of the current generation: not at all;
+#: only in its device list (the header -- node selection, counters, count -- is as stored);
+#: or as a slice (a create, an obsolete record to overwrite, a header that changes).
+_UNCHANGED, _DEVICES, _SLICE = 0, 1, 2
+
+
+def _keeps_generation(
+    missing: int,
+    updates_needed: int,
+    kept: int,
+    drops_current: bool,
+    isolated: Callable[[], bool],
+) -> bool:
     """Whether the pool's writes can go out under its current generation (docs/core.md §5).
 
     Consumers use only the highest generation, and only once all ``resourceSliceCount``
-    slices of it are there. One in-place update keeps such a pool consistent. So does filling
-    the empty slots of an interrupted publish (a crash, a lost response, a slice deleted by
-    hand) when every slice of the generation that stays is already as desired: the new slices
-    hold only devices no other slice has. Anything else needs a new generation, so that
-    consumers never mix old and new slices.
+    slices of it are there. Without a missing slot, in-place updates keep such a pool
+    consistent at every moment, in any order, when each changes only its own devices and no
+    device moves between slices (``isolated`` says so; asked only when more than one update
+    is needed). Filling the empty slots of an interrupted publish (a crash, a lost response,
+    a slice deleted by hand) does too, when every slice of the generation that stays is
+    already as desired: the new slices hold only devices no other slice has. Anything else
+    needs a new generation, so that consumers never mix old and new slices.
     """
     if missing == 0:
-        return updates_needed <= 1
+        return updates_needed <= 1 or isolated()
     return updates_needed == 0 and kept > 0 and not drops_current
+
+
+def _isolated_updates(
+    slices: Sequence[_SliceRef], current: dict[int, SliceRecord], changes: Sequence[int]
+) -> bool:
+    """Whether every changed slice changes only its devices, none of which another changed
+    slice holds now: then no order of the updates shows a device twice, nor hides one that
+    stays.
+
+    A device moving in from an unchanged slice would be desired twice (rejected by
+    validation), so the stored devices of the changed slices are all there is to look at.
+    """
+    changed = [i for i, c in enumerate(changes) if c != _UNCHANGED]
+    if any(changes[i] == _SLICE for i in changed):
+        return False
+    held = {name: i for i in changed for name in current[i].device_names}
+    return all(held.get(d.name, i) == i for i in changed for d in slices[i].devices)
 
 
 def _delete(r: SliceRecord) -> tuple[str, str, str]:
@@ -275,19 +306,19 @@ def plan_pool(
             s.skip_node_operations,
         )
 
-    def changed(i: int, s: _SliceRef) -> bool:
+    def change(i: int, s: _SliceRef) -> int:
         rec = current.get(i)
         if rec is None or rec.generation < max_gen:
-            return True
+            return _SLICE
+        if not canonical.header_eq(canonical.to_json(header(s, rec.generation, rec)), rec.header):
+            return _SLICE
         same_devices = len(rec.device_jsons) == len(s.devices) and all(
             canonical.device_eq(d.json, stored) for d, stored in zip(s.devices, rec.device_jsons)
         )
-        return not (
-            same_devices
-            and canonical.header_eq(canonical.to_json(header(s, rec.generation, rec)), rec.header)
-        )
+        return _UNCHANGED if same_devices else _DEVICES
 
-    is_changed = [changed(i, s) for i, s in enumerate(slices)]
+    changes = [change(i, s) for i, s in enumerate(slices)]
+    is_changed = [c != _UNCHANGED for c in changes]
     # A slot without a slice of the current generation (none, or an obsolete one to be
     # overwritten) changes what consumers see of the pool, as a create would.
     missing = sum(1 for i in range(count) if i not in current or current[i].generation < max_gen)
@@ -296,7 +327,13 @@ def plan_pool(
     drops_current = any(r.generation == max_gen for r in dropped)
     if wanted.generation > max_gen:
         generation, write_all = wanted.generation, True
-    elif _keeps_generation(missing, updates_needed, kept, drops_current):
+    elif _keeps_generation(
+        missing,
+        updates_needed,
+        kept,
+        drops_current,
+        lambda: _isolated_updates(slices, current, changes),
+    ):
         generation, write_all = max_gen, False
     else:
         generation, write_all = max_gen + 1, True

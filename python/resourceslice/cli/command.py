@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from resourceslice.cli.common import EXIT_FAILED, UserError, describe_api_error
+from resourceslice.cli.diff import cmd_diff
 from resourceslice.cli.plan import cmd_plan
 from resourceslice.cli.prune import cmd_prune
 from resourceslice.cli.publish import cmd_publish
@@ -57,7 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    cluster = argparse.ArgumentParser(add_help=False)
+    # -v after the subcommand too (as kubectl takes flags anywhere). SUPPRESS: a subcommand
+    # without it keeps what was given before the subcommand.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more logging"
+    )
+    cluster = argparse.ArgumentParser(add_help=False, parents=[common])
     cluster.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
     )
@@ -81,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     plan = commands.add_parser(
-        "plan", help="print the ResourceSlices FILE becomes, without a cluster"
+        "plan", parents=[common], help="print the ResourceSlices FILE becomes, without a cluster"
     )
     file_args(plan)
     plan.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
@@ -147,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     driver_args(status)
     status.add_argument("--node", help="only the slices of this node")
+    status.add_argument("-o", "--output", choices=("json", "yaml"), help="(default: a table)")
     status.set_defaults(run=cmd_status)
 
     prune = commands.add_parser(
@@ -154,8 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     driver_args(prune)
     prune.add_argument("--node", help="only the slices of this node")
-    prune.add_argument("--yes", action="store_true", help="delete (without it: only list)")
+    prune.add_argument(
+        "--yes", action="store_true", help="delete (without it: a dry run that only lists)"
+    )
+    prune.add_argument("-o", "--output", choices=("json", "yaml"), help="(default: a list)")
     prune.set_defaults(run=cmd_prune)
+
+    diff = commands.add_parser(
+        "diff",
+        parents=[cluster],
+        help="show what publish would change, as kubectl diff (exit 1: differences)",
+    )
+    file_args(diff)
+    diff.set_defaults(run=cmd_diff)
     return parser
 
 

@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from resourceslice._kubeconfig import default_api_client, in_cluster, kubeconfig_paths
-from resourceslice._plain import to_plain_pools
+from resourceslice._plain import owner_ref, to_plain_pools
 from resourceslice._poolfile import Selection, parse_resources, read_document
-from resourceslice.api import DriverResources, ValidationError
+from resourceslice.api import DriverResources, Owner, ValidationError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from kubernetes.client import ApiClient
 
     from resourceslice import _core as core
-    from resourceslice._core import Desired, SliceRecord
+    from resourceslice._core import Desired, Plan, SliceRecord
 else:
     from resourceslice._backend import core
 
@@ -126,3 +128,46 @@ def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
     from resourceslice._apiversion import ResourceSliceAPI
 
     return core.decode_list(ResourceSliceAPI(client).list(selector))[1]
+
+
+def node_owner(client: ApiClient, node: str | None) -> Owner | None:
+    """The Node owner of ``--node`` with its uid, so that writes can be planned before the
+    controller makes them; None without ``--node``."""
+    if not node:
+        return None
+    from kubernetes.client.exceptions import ApiException
+
+    from resourceslice._http import node_uid
+
+    try:
+        uid = node_uid(client, node)
+    except ApiException as exc:
+        raise UserError(
+            f"node {node}: {describe_api_error(exc)} (the Node owns the slices, so it must exist)",
+            EXIT_FAILED,
+        ) from None
+    return Owner(api_version="v1", kind="Node", name=node, uid=uid)
+
+
+def cluster_plans(
+    loaded: Loaded, records: Sequence[SliceRecord], owner: Owner | None, node: str | None
+) -> list[Plan]:
+    """Each pool's plan against the cluster's slices ``records``, as the controller plans
+    it: the pools of FILE, and those only the cluster has (publish deletes them)."""
+    by_pool: dict[str, list[SliceRecord]] = {}
+    for record in records:
+        by_pool.setdefault(record.pool, []).append(record)
+    return [
+        core.plan_pool(loaded.desired, pool, by_pool.get(pool, []), owner_ref(owner), node)
+        for pool in sorted(set(by_pool) | set(loaded.desired.pool_names()))
+    ]
+
+
+def structured(value: Any, output: str) -> str:
+    """``-o json`` / ``-o yaml`` of a command's result (kubectl's indentation)."""
+    if output == "json":
+        return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    import yaml
+
+    text: str = yaml.safe_dump(value, sort_keys=False, allow_unicode=True)
+    return text

@@ -8,10 +8,10 @@ from typing import IO
 from resourceslice.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_USAGE,
     api_client,
     counted,
     list_records,
+    structured,
 )
 
 #: Rounds of list-and-delete: a slice changed between the list and its delete is listed again.
@@ -20,7 +20,8 @@ _PRUNE_ROUNDS = 3
 
 def cmd_prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Delete the driver's slices (of one node with ``--node``): for an uninstall, once the
-    driver is stopped (a running one publishes them again). Without ``--yes``, only lists."""
+    driver is stopped (a running one publishes them again). Without ``--yes``, a dry run: it
+    lists them and succeeds, so that a script can look before it deletes."""
     from kubernetes.client.exceptions import ApiException
 
     from resourceslice._apiversion import ResourceSliceAPI
@@ -31,14 +32,17 @@ def cmd_prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     client = api_client(args.kubeconfig, args.context)
     with client:
         records = list_records(client, selector)
+        listed = [{"name": r.name, "pool": r.pool, "node": r.node_name or ""} for r in records]
         if not args.yes:
-            if records:
+            if args.output:
+                out.write(structured({"deleted": False, "slices": listed}, args.output))
+            elif records:
                 out.write("".join(f"{r.name}  pool {r.pool}\n" for r in records))
             err.write(
                 f"{counted(len(records), 'ResourceSlice')} of driver {args.driver}{where}; "
-                "nothing deleted: pass --yes to delete them\n"
+                "nothing deleted (dry run): pass --yes to delete them\n"
             )
-            return EXIT_USAGE
+            return EXIT_OK
         api = ResourceSliceAPI(client)
         deleted = 0
         for _ in range(_PRUNE_ROUNDS):
@@ -53,7 +57,10 @@ def cmd_prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             records = list_records(client, selector)
             if not records:
                 break
-    out.write(f"deleted {counted(deleted, 'ResourceSlice')} of driver {args.driver}{where}\n")
+    if args.output:
+        out.write(structured({"deleted": True, "slices": listed}, args.output))
+    else:
+        out.write(f"deleted {counted(deleted, 'ResourceSlice')} of driver {args.driver}{where}\n")
     if records:
         err.write(
             f"error: {counted(len(records), 'ResourceSlice')} came back while deleting: "

@@ -14,7 +14,6 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING
 
 from resourceslice._kubeconfig import kubeconfig_paths
-from resourceslice._plain import owner_ref
 from resourceslice._poolfile import Selection
 from resourceslice.api import Owner, Stats
 from resourceslice.cli.common import (
@@ -23,10 +22,12 @@ from resourceslice.cli.common import (
     Loaded,
     UserError,
     api_client,
+    cluster_plans,
     counted,
     describe_api_error,
     list_records,
     load,
+    node_owner,
     selection_of,
 )
 from resourceslice.cli.plan import first_plans, totals_of
@@ -34,13 +35,11 @@ from resourceslice.cli.plan import first_plans, totals_of
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-    from resourceslice import _core as core
     from resourceslice import metrics
-    from resourceslice._core import SliceRecord
     from resourceslice.controller import Controller
     from resourceslice.leaderelection import LeaderElection
 else:
-    from resourceslice._backend import core
+    pass
 
 #: The namespace of a Pod's service account: the Lease's, when none is given in-cluster.
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -127,7 +126,7 @@ class Publisher:
         election = leader_election_of(args) if args.leader_elect else None
         client = api_client(args.kubeconfig, args.context)
         with client, self._serving() as server:
-            owner = self._owner(client)
+            owner = node_owner(client, args.node)
             planned = self._planned_writes(client, loaded, owner)
             self.say(
                 f"publishing {args.file} for driver {args.driver}"
@@ -184,38 +183,13 @@ class Publisher:
             self.say(f"serving {base}/metrics and {base}/healthz")
             yield server
 
-    def _owner(self, client: ApiClient) -> Owner | None:
-        """The Node owner with its uid, so the writes can be counted before they are made."""
-        if not self.args.node:
-            return None
-        from kubernetes.client.exceptions import ApiException
-
-        from resourceslice._http import node_uid
-
-        try:
-            uid = node_uid(client, self.args.node)
-        except ApiException as exc:
-            raise UserError(
-                f"node {self.args.node}: {describe_api_error(exc)} "
-                "(the Node owns the slices, so it must exist)",
-                EXIT_FAILED,
-            ) from None
-        return Owner(api_version="v1", kind="Node", name=self.args.node, uid=uid)
-
     def _planned_writes(self, client: ApiClient, loaded: Loaded, owner: Owner | None) -> int:
         """What the controller will write, planned as it plans: for the progress display."""
         from resourceslice.informer import field_selector
 
-        by_pool: dict[str, list[SliceRecord]] = {}
-        for record in list_records(client, field_selector(self.args.driver, self.args.node, False)):
-            by_pool.setdefault(record.pool, []).append(record)
-        total = 0
-        for pool in sorted(set(by_pool) | set(loaded.desired.pool_names())):
-            plan = core.plan_pool(
-                loaded.desired, pool, by_pool.get(pool, []), owner_ref(owner), self.args.node
-            )
-            total += len(plan.deletes) + len(plan.updates) + len(plan.creates)
-        return total
+        records = list_records(client, field_selector(self.args.driver, self.args.node, False))
+        plans = cluster_plans(loaded, records, owner, self.args.node)
+        return sum(len(p.deletes) + len(p.updates) + len(p.creates) for p in plans)
 
     def _wait(self, controller: Controller, before: Stats, planned: int, timeout: float) -> bool:
         """Wait until the cluster matches FILE: the controller is idle, so pools no longer in

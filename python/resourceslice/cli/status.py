@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
-from resourceslice.cli.common import EXIT_FAILED, EXIT_OK, api_client, counted, list_records
+from resourceslice.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    api_client,
+    counted,
+    list_records,
+    structured,
+)
 
 if TYPE_CHECKING:
     from resourceslice._core import SliceRecord
@@ -30,6 +37,20 @@ class PoolStatus:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def as_dict(self) -> dict[str, object]:
+        """``-o json|yaml``: the table's columns, and the problems as a list."""
+        return {
+            "pool": self.pool,
+            "node": self.node,
+            "generation": self.generation,
+            "slices": self.seen,
+            "resourceSliceCount": self.expected,
+            "devices": self.devices,
+            "obsoleteSlices": self.obsolete,
+            "ok": self.ok,
+            "problems": self.problems,
+        }
 
     @property
     def state(self) -> str:
@@ -98,11 +119,14 @@ def cmd_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     with client:
         records = list_records(client, field_selector(args.driver, args.node, args.node is None))
     where = f" on node {args.node}" if args.node else ""
-    if not records:
-        out.write(f"no ResourceSlices of driver {args.driver}{where}\n")
-        return EXIT_OK
     statuses = pool_statuses(records)
-    out.write(status_table(statuses))
+    if args.output:
+        result = {"driver": args.driver, "pools": [s.as_dict() for s in statuses]}
+        out.write(structured(result, args.output))
+    elif not records:
+        out.write(f"no ResourceSlices of driver {args.driver}{where}\n")
+    else:
+        out.write(status_table(statuses))
     bad = [s.pool for s in statuses if not s.ok]
     if bad:
         err.write(f"{counted(len(bad), 'pool')} not usable by the scheduler: {', '.join(bad)}\n")

@@ -16,7 +16,7 @@ Needs the ``kubelet`` extra (``pip install resourceslice[kubelet]``: grpcio, pro
                                  node_name=os.environ["NODE_NAME"])
     helper.publish_resources(resourceslice.DriverResources(pools={...}))
 
-See the README's kubelet plugin section and ``examples/``.
+See docs/kubelet-plugin.md, the README's driver and ``examples/``.
 """
 
 from __future__ import annotations

@@ -75,26 +75,38 @@ def releases() -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda r: tuple(map(int, r.split("."))), reverse=True))
 
 
-def _module_files(release: str) -> tuple[str, str]:
-    """``(go.mod, go.sum)`` of ``release``, as names in :func:`module_dir`."""
+def module_files(release: str, src: Path | None = None) -> tuple[str, str]:
+    """``(go.mod, go.sum)`` of ``release``, as names in ``src`` (by default
+    :func:`module_dir`): ``go.mod`` pins :data:`DEFAULT_RELEASE`, ``go-<release>.mod`` the
+    others."""
     if release == DEFAULT_RELEASE:
         return ("go.mod", "go.sum")
     if release not in releases():
         raise ClusterError(
             f"no test server for Kubernetes {release}: known releases are "
-            f"{', '.join(releases())} (go-<release>.mod in {module_dir()})"
+            f"{', '.join(releases())} (go-<release>.mod in {src or module_dir()})"
         )
     return (f"go-{release}.mod", f"go-{release}.sum")
 
 
-def _source_key(src: Path, go: str, gomod: str, gosum: str) -> str:
-    """Content hash of what the binary is built from: sources, pins and the Go version."""
+def _source_key(src: Path, go: str, gomod: str, gosum: str, tags: Sequence[str]) -> str:
+    """Content hash of what the binary is built from: sources, pins, build tags and the Go
+    version."""
     digest = hashlib.sha256()
-    # Hashed under their default names, so the default release keeps its key.
-    for name, label in ((gomod, "go.mod"), (gosum, "go.sum"), ("main.go", "main.go")):
+    # Hashed under their default names, so the default release keeps its key; main.go first,
+    # then any other Go file, so a module of main.go alone keeps its key too.
+    others = sorted(p.name for p in src.glob("*.go") if p.name != "main.go")
+    for name, label in (
+        (gomod, "go.mod"),
+        (gosum, "go.sum"),
+        ("main.go", "main.go"),
+        *((other, other) for other in others),
+    ):
         path = src / name
         if path.is_file():
             digest.update(label.encode() + b"\0" + path.read_bytes() + b"\0")
+    if tags:
+        digest.update(b"tags\0" + ",".join(tags).encode() + b"\0")
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=False)
     digest.update(version.stdout.encode())
     return digest.hexdigest()[:16]
@@ -108,17 +120,18 @@ def build_go_binary(
     what: str,
     gomod: str = "go.mod",
     gosum: str = "go.sum",
+    tags: Sequence[str] = (),
     quiet: bool = False,
 ) -> Path:
-    """Build the Go module ``src`` (its ``main.go``, pinned by ``gomod``/``gosum``) once per
-    machine, as ``~/.cache/resourceslice/<cache_name>-<key>/<binary>``.
+    """Build the Go module ``src`` (its main package, pinned by ``gomod``/``gosum``, with
+    build ``tags``) once per machine, as ``~/.cache/resourceslice/<cache_name>-<key>/<binary>``.
 
-    ``key`` hashes the sources, pins and Go version, so a change rebuilds. One build at a time
-    per machine: a second process waits on the lock, then finds the binary. ``what`` names
-    the binary in messages.
+    ``key`` hashes the sources, pins, tags and Go version, so a change rebuilds. One build at a
+    time per machine: a second process waits on the lock, then finds the binary. ``what``
+    names the binary in messages.
     """
     go = _go()
-    target = cache_dir() / f"{cache_name}-{_source_key(src, go, gomod, gosum)}" / binary
+    target = cache_dir() / f"{cache_name}-{_source_key(src, go, gomod, gosum, tags)}" / binary
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -140,8 +153,9 @@ def build_go_binary(
         env = dict(os.environ, GOFLAGS="-mod=mod")
         tmp = target.with_suffix(".tmp")
         started = time.monotonic()
+        tag_args = [f"-tags={','.join(tags)}"] if tags else []
         result = subprocess.run(
-            [go, "build", f"-modfile={gomod}", "-o", str(tmp), "."],
+            [go, "build", f"-modfile={gomod}", *tag_args, "-o", str(tmp), "."],
             cwd=src,
             env=env,
             capture_output=True,
@@ -172,7 +186,7 @@ def build_server(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path
         if not os.access(prebuilt, os.X_OK):
             raise ClusterError(f"RESOURCESLICE_TESTCLUSTER_BIN={prebuilt} is not executable")
         return Path(prebuilt)
-    gomod, gosum = _module_files(release)
+    gomod, gosum = module_files(release)
     return build_go_binary(
         module_dir(),
         binary="testcluster",
@@ -217,6 +231,12 @@ class TestCluster:
     def etcd_url(self) -> str:
         """etcd's client URL (plain HTTP with the JSON gateway, e.g. to force a compaction)."""
         return str(self._info["etcdClient"])
+
+    @property
+    def feature_gates(self) -> str:
+        """The ``--feature-gates`` the server runs with (other components of the release
+        take the same)."""
+        return str(self._info.get("featureGates", ""))
 
     @property
     def kubeconfigs(self) -> dict[str, Path]:

@@ -19,6 +19,7 @@ from resourceslice.testing.cluster import (
     releases,
     start_cluster,
 )
+from resourceslice.testing.dra import DRACluster, running_dra_cluster
 
 
 def tested_releases() -> tuple[str, ...]:
@@ -95,3 +96,20 @@ def release_client(release_cluster: TestCluster) -> Iterator[kubernetes.client.A
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def dra_cluster() -> Iterator[DRACluster]:
+    """A DRA cluster of the test's own: an apiserver with kube-scheduler, the resourceclaim
+    controller and simulated kubelets (:mod:`resourceslice.testing.dra`); the test adds its
+    nodes with ``dra_cluster.add_node(...)``. Stopped and removed after the test."""
+    with running_dra_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=tested_releases())
+def release_dra_cluster(request: pytest.FixtureRequest) -> Iterator[DRACluster]:
+    """:func:`dra_cluster` once per Kubernetes release: the apiserver and every component of
+    that release (the test id carries it: ``test_x[1.33]``)."""
+    with running_dra_cluster(release=request.param) as cluster:
+        yield cluster

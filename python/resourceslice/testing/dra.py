@@ -1,0 +1,645 @@
+"""A DRA cluster for tests, made of Kubernetes' own code: a Pod gets its devices end to end.
+
+Besides the test apiserver, :class:`DRACluster` runs one Go program (``dracluster/``, pinned
+to the apiserver's release and built once per machine like it) holding:
+
+- **kube-scheduler** with its default profile: its DynamicResources plugin allocates a pod's
+  claims from the ResourceSlices the driver publishes;
+- **the resourceclaim controller** of kube-controller-manager: claims from
+  ResourceClaimTemplates, and deallocation once no pod uses a claim;
+- **simulated nodes**: a Node object each, and kubelet's plugin manager and DRA manager,
+  which register the driver's kubelet plugin and call ``NodePrepareResources`` when a pod is
+  bound to the node and ``NodeUnprepareResources`` when it is deleted (kubelet's checkpoint
+  included);
+- **CDI as container runtimes apply it**: each container's CDI device IDs resolved in the
+  node's CDI directory with the CDI library and injected into an OCI spec.
+
+Only a container runtime is missing: nothing runs in the containers. A driver test::
+
+    with running_dra_cluster() as cluster:           # or the ``dra_cluster`` pytest fixture
+        node = cluster.add_node("node-1", labels={"gpu": "true"})
+        helper = my_driver.start(cluster.api_client(), node.name,
+                                 registrar_dir=str(node.registry_dir),
+                                 plugin_data_dir=str(node.plugin_data_dir(DRIVER)),
+                                 cdi_dir=str(node.cdi_dir))
+        cluster.wait_registered(node.name, DRIVER)
+        cluster.create_device_class("gpu", driver=DRIVER)
+        cluster.create_claim_template("one-gpu", device_class="gpu")
+        cluster.create_pod("pod-1", claim_template="one-gpu")
+        pod = cluster.wait_pod_prepared("pod-1")        # or PodNotPrepared saying why
+        assert "GPU=0" in pod.containers["ctr"].env
+        cluster.delete_pod("pod-1")                      # unprepared, claim deallocated
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes.client.exceptions import ApiException
+
+from resourceslice._apiversion import ResourceSliceAPI
+from resourceslice._http import ClosingApiClient, get_json, request, send_json
+from resourceslice.testing._jsonlines import Event, JsonLinesProcess
+from resourceslice.testing.cluster import (
+    DEFAULT_RELEASE,
+    ClusterError,
+    TestCluster,
+    build_go_binary,
+    module_files,
+    start_cluster,
+)
+from resourceslice.testing.polling import wait_until
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+#: The namespace pods and claims go to unless told otherwise.
+DEFAULT_NAMESPACE = "default"
+
+
+def build_dra_cluster(*, release: str = DEFAULT_RELEASE, quiet: bool = False) -> Path:
+    """The dracluster binary of ``release`` (kube-scheduler, the claim controller, kubelet's
+    DRA manager, all of that release), built once per machine and cached as the test
+    apiserver. ``RESOURCESLICE_DRACLUSTER_BIN`` (a prebuilt binary) stands for the default
+    release only.
+
+    What differs between releases' Go APIs is in ``dracluster/release_<x>_<y>.go``, chosen by
+    the build tag ``k8s<x><y>`` (none for the default release).
+    """
+    prebuilt = os.environ.get("RESOURCESLICE_DRACLUSTER_BIN")
+    if prebuilt and release == DEFAULT_RELEASE:
+        if not os.access(prebuilt, os.X_OK):
+            raise ClusterError(f"RESOURCESLICE_DRACLUSTER_BIN={prebuilt} is not executable")
+        return Path(prebuilt)
+    src = _PACKAGE_DIR / "dracluster"
+    gomod, gosum = module_files(release, src)
+    default = release == DEFAULT_RELEASE
+    return build_go_binary(
+        src,
+        binary="dracluster",
+        cache_name="dracluster" if default else f"dracluster-{release}",
+        what=f"the DRA cluster {release} (kube-scheduler, resourceclaim controller, "
+        "kubelet's DRA manager)",
+        gomod=gomod,
+        gosum=gosum,
+        tags=() if default else (f"k8s{release.replace('.', '')}",),
+        quiet=quiet,
+    )
+
+
+@dataclass(frozen=True)
+class SimulatedNode:
+    """A node of the cluster: its name and the kubelet directories a driver's plugin uses."""
+
+    name: str
+    #: kubelet's plugin registration directory (``/var/lib/kubelet/plugins_registry``).
+    registry_dir: Path
+    #: kubelet's plugins directory (``/var/lib/kubelet/plugins``).
+    plugins_dir: Path
+    #: The container runtime's CDI spec directory (``/var/run/cdi``).
+    cdi_dir: Path
+    #: kubelet's DRA manager checkpoint directory.
+    state_dir: Path
+
+    def plugin_data_dir(self, driver: str) -> Path:
+        """Where ``driver``'s plugin keeps its socket and state (``plugins/<driver>``)."""
+        return self.plugins_dir / driver
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    """What the container runtime applied to one container from its CDI devices."""
+
+    #: The CDI device IDs kubelet gave the runtime (from the DRA manager's GetResources).
+    cdi_devices: list[str]
+    #: ``NAME=value`` entries of the OCI spec's process environment.
+    env: list[str]
+    #: OCI mounts (``destination``, ``source``, ``type``, ``options``).
+    mounts: list[dict[str, Any]]
+    #: OCI Linux device nodes (``path``, ``type``, ``major``, ``minor``...).
+    device_nodes: list[dict[str, Any]]
+    #: OCI hooks, or None.
+    hooks: dict[str, Any] | None
+
+    @classmethod
+    def from_report(cls, report: Mapping[str, Any]) -> ContainerEdits:
+        return cls(
+            cdi_devices=list(report["cdiDevices"]),
+            env=list(report["env"]),
+            mounts=list(report["mounts"]),
+            device_nodes=list(report["deviceNodes"]),
+            hooks=report.get("hooks"),
+        )
+
+
+@dataclass(frozen=True)
+class PreparedPod:
+    """A pod whose claims kubelet prepared, and what each container was given."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    containers: dict[str, ContainerEdits]
+    #: When the runtime had the edits (Unix seconds, from the node's clock: this machine's).
+    prepared_at: float
+
+
+class PodNotPrepared(AssertionError):
+    """A pod was not prepared in time; ``reason`` says why, as a user would find it: the
+    scheduler's condition, or the error kubelet reported for the driver's prepare."""
+
+    def __init__(self, pod: str, reason: str) -> None:
+        super().__init__(f"pod {pod} was not prepared: {reason}")
+        self.reason = reason
+
+
+def _pod_key(event: Event) -> tuple[str, str, str]:
+    pod = event["pod"]
+    return (pod["namespace"], pod["name"], pod["uid"])
+
+
+class DRACluster:
+    """The test apiserver plus kube-scheduler, the resourceclaim controller and simulated
+    nodes; see the module's documentation. Made by :func:`start_dra_cluster`."""
+
+    def __init__(
+        self,
+        apiserver: TestCluster,
+        process: JsonLinesProcess,
+        node_root: Path,
+        max_nodes: int | None = None,
+    ) -> None:
+        self.apiserver = apiserver
+        #: How many nodes :meth:`add_node` can add (None: no limit). Kubelet 1.32 and 1.33
+        #: keep their DRA plugins in a process-wide registry, so their clusters have one.
+        self.max_nodes = max_nodes
+        self._process = process
+        self._node_root = node_root
+        self._client = apiserver.api_client("admin")
+        self.nodes: dict[str, SimulatedNode] = {}
+        self._namespaces: set[str] = set()
+        #: The resource.k8s.io version objects are created and read in: the newest the
+        #: apiserver serves (v1; v1beta2 on 1.33, v1beta1 on 1.32), as drivers would.
+        self.resource_api = ResourceSliceAPI(self._client).current().api_version
+        self._resource = f"/apis/{self.resource_api}"
+
+    @property
+    def release(self) -> str:
+        return self.apiserver.release
+
+    def api_client(self, user: str = "admin") -> ClosingApiClient:
+        """A new client of the apiserver authenticated as ``user``."""
+        return self.apiserver.api_client(user)
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        """What the nodes reported so far: ``register``, ``deregister``, ``prepared``,
+        ``prepareFailed``, ``unprepared``, ``unprepareFailed`` (each with its ``node``)."""
+        return self._process.events(kind)
+
+    # --- nodes ---------------------------------------------------------------------------
+
+    def add_node(self, name: str, labels: Mapping[str, str] | None = None) -> SimulatedNode:
+        """A Node object (ready, schedulable, with ``labels``) and its simulated kubelet."""
+        answer = self._process.call({"op": "addNode", "node": name, "labels": dict(labels or {})})
+        if answer.get("error"):
+            raise ClusterError(f"node {name}: {answer['error']}")
+        dirs = answer["dirs"]
+        node = SimulatedNode(
+            name=name,
+            registry_dir=Path(dirs["registry"]),
+            plugins_dir=Path(dirs["plugins"]),
+            cdi_dir=Path(dirs["cdi"]),
+            state_dir=Path(dirs["state"]),
+        )
+        self.nodes[name] = node
+        return node
+
+    def wait_registered(
+        self, node: str, driver: str, *, after: int = 0, timeout: float = 60.0
+    ) -> Event:
+        """kubelet of ``node`` registered ``driver``'s plugin, among the events from index
+        ``after`` on (``len(events())`` taken before a plugin restart)."""
+        return self._process.wait_event(
+            lambda e: (
+                e.get("event") == "register"
+                and e.get("node") == node
+                and e.get("driver") == driver
+                and not e.get("error")
+            ),
+            after=after,
+            timeout=timeout,
+        )
+
+    def wait_deregistered(
+        self, node: str, driver: str, *, after: int = 0, timeout: float = 60.0
+    ) -> Event:
+        """kubelet of ``node`` took ``driver``'s plugin out (its socket went away)."""
+        return self._process.wait_event(
+            lambda e: (
+                e.get("event") == "deregister"
+                and e.get("node") == node
+                and e.get("driver") == driver
+            ),
+            after=after,
+            timeout=timeout,
+        )
+
+    # --- objects -------------------------------------------------------------------------
+
+    def _ensure_namespace(self, namespace: str) -> None:
+        """The namespace and its ``default`` ServiceAccount (pods need it; the controller
+        that makes it is not running)."""
+        if namespace in self._namespaces:
+            return
+        objects = [
+            ("/api/v1/namespaces", {"metadata": {"name": namespace}}),
+            (
+                f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                {"metadata": {"name": "default"}},
+            ),
+        ]
+        for path, body in objects:
+            try:
+                send_json(self._client, "POST", path, json.dumps(body).encode())
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        self._namespaces.add(namespace)
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``path`` (a collection of the API) and return what was stored."""
+        created: dict[str, Any] = json.loads(
+            send_json(self._client, "POST", path, json.dumps(body).encode())
+        )
+        return created
+
+    def create_device_class(
+        self,
+        name: str,
+        *,
+        driver: str | None = None,
+        selectors: Sequence[str] = (),
+        config: Sequence[Mapping[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """A DeviceClass selecting ``driver``'s devices, and those matching each CEL
+        expression of ``selectors`` (``device.attributes["x"].model == "a"``)."""
+        expressions = [f'device.driver == "{driver}"'] if driver else []
+        expressions += list(selectors)
+        spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in expressions]}
+        if config:
+            spec["config"] = list(config)
+        return self.create(
+            f"{self._resource}/deviceclasses", {"metadata": {"name": name}, "spec": spec}
+        )
+
+    def _claim_spec(
+        self, device_class: str, count: int, selectors: Sequence[str], request: str
+    ) -> dict[str, Any]:
+        exactly: dict[str, Any] = {"deviceClassName": device_class, "count": count}
+        if selectors:
+            exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        # v1beta1 has the request's fields inline; v1beta2 and v1 under "exactly".
+        if self.resource_api.endswith("/v1beta1"):
+            return {"devices": {"requests": [{"name": request, **exactly}]}}
+        return {"devices": {"requests": [{"name": request, "exactly": exactly}]}}
+
+    def create_claim_template(
+        self,
+        name: str,
+        *,
+        device_class: str,
+        count: int = 1,
+        selectors: Sequence[str] = (),
+        request: str = "req",
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> dict[str, Any]:
+        """A ResourceClaimTemplate asking for ``count`` devices of ``device_class`` in one
+        request named ``request``; every pod using it gets a claim of its own."""
+        self._ensure_namespace(namespace)
+        body = {
+            "metadata": {"name": name},
+            "spec": {"spec": self._claim_spec(device_class, count, selectors, request)},
+        }
+        return self.create(f"{self._resource}/namespaces/{namespace}/resourceclaimtemplates", body)
+
+    def create_claim(
+        self,
+        name: str,
+        *,
+        device_class: str,
+        count: int = 1,
+        selectors: Sequence[str] = (),
+        request: str = "req",
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> dict[str, Any]:
+        """A ResourceClaim (pods that name it share its devices)."""
+        self._ensure_namespace(namespace)
+        body = {
+            "metadata": {"name": name},
+            "spec": self._claim_spec(device_class, count, selectors, request),
+        }
+        return self.create(f"{self._resource}/namespaces/{namespace}/resourceclaims", body)
+
+    def create_pod(
+        self,
+        name: str,
+        *,
+        claim_template: str | None = None,
+        claim: str | None = None,
+        containers: Sequence[str] = ("ctr",),
+        node_selector: Mapping[str, str] | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+    ) -> dict[str, Any]:
+        """A Pod whose ``containers`` all use one claim: made from ``claim_template``, or the
+        existing ``claim``. The scheduler places it; the node prepares it."""
+        if (claim_template is None) == (claim is None):
+            raise ValueError("give exactly one of claim_template and claim")
+        self._ensure_namespace(namespace)
+        pod_claim: dict[str, Any] = {"name": "devices"}
+        if claim_template is not None:
+            pod_claim["resourceClaimTemplateName"] = claim_template
+        else:
+            pod_claim["resourceClaimName"] = claim
+        spec: dict[str, Any] = {
+            "containers": [
+                {
+                    "name": c,
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "devices"}]},
+                }
+                for c in containers
+            ],
+            "resourceClaims": [pod_claim],
+            "terminationGracePeriodSeconds": 30,
+        }
+        if node_selector:
+            spec["nodeSelector"] = dict(node_selector)
+        return self.create(
+            f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": name}, "spec": spec}
+        )
+
+    # --- pods ----------------------------------------------------------------------------
+
+    def get_pod(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any] | None:
+        """The pod as stored, or None when there is none."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{quote(name, safe='')}"
+        try:
+            pod: dict[str, Any] = json.loads(get_json(self._client, path))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return pod
+
+    def pod_claims(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
+        """The ResourceClaims the pod uses (those made from templates included), as stored;
+        a claim not made yet is left out."""
+        pod = self.get_pod(name, namespace)
+        if pod is None:
+            return []
+        generated = {
+            s["name"]: s.get("resourceClaimName")
+            for s in pod.get("status", {}).get("resourceClaimStatuses", [])
+        }
+        claims = []
+        for entry in pod["spec"].get("resourceClaims", []):
+            claim_name = entry.get("resourceClaimName") or generated.get(entry["name"])
+            if claim_name:
+                claim = self._get_claim(claim_name, namespace)
+                if claim is not None:
+                    claims.append(claim)
+        return claims
+
+    def list_claims(self, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
+        """Every ResourceClaim of ``namespace``, as stored."""
+        path = f"{self._resource}/namespaces/{namespace}/resourceclaims"
+        items: list[dict[str, Any]] = json.loads(get_json(self._client, path))["items"]
+        return items
+
+    def _get_claim(self, name: str, namespace: str) -> dict[str, Any] | None:
+        path = f"{self._resource}/namespaces/{namespace}/resourceclaims/{quote(name, safe='')}"
+        try:
+            claim: dict[str, Any] = json.loads(get_json(self._client, path))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return claim
+
+    def why_not_prepared(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+        """Why the pod has no devices yet, where a user would look: the scheduler's
+        ``PodScheduled`` condition while it is not placed, else the error kubelet reported
+        for its claims (the ``FailedPrepareDynamicResources`` event), else ``"pending"``."""
+        pod = self.get_pod(name, namespace)
+        if pod is None:
+            return "the pod does not exist"
+        if not pod["spec"].get("nodeName"):
+            for condition in pod.get("status", {}).get("conditions", []):
+                if condition["type"] == "PodScheduled" and condition["status"] == "False":
+                    return f"{condition.get('reason')}: {condition.get('message')}"
+            return "not scheduled yet"
+        failures = [
+            e["error"]
+            for e in self._process.events("prepareFailed")
+            if e["pod"]["uid"] == pod["metadata"]["uid"]
+        ]
+        return failures[-1] if failures else "pending"
+
+    def wait_pod_prepared(
+        self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
+    ) -> PreparedPod:
+        """Wait until kubelet prepared the pod's claims and the runtime applied the CDI
+        edits; :class:`PodNotPrepared` with the reason if that does not happen in time."""
+        pod = self.get_pod(name, namespace)
+        if pod is None:
+            raise PodNotPrepared(f"{namespace}/{name}", "the pod does not exist")
+        uid = pod["metadata"]["uid"]
+        try:
+            event = self._process.wait_event(
+                lambda e: e.get("event") == "prepared" and _pod_key(e) == (namespace, name, uid),
+                timeout=timeout,
+            )
+        except AssertionError as exc:
+            reason = self.why_not_prepared(name, namespace)
+            raise PodNotPrepared(f"{namespace}/{name}", reason) from exc
+        return PreparedPod(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            node=event["node"],
+            containers={
+                c: ContainerEdits.from_report(report) for c, report in event["containers"].items()
+            },
+            prepared_at=float(event["at"]),
+        )
+
+    def wait_prepare_failed(
+        self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
+    ) -> str:
+        """Wait until kubelet failed to prepare the pod's claims; the error it reported (the
+        driver's, or kubelet's own, such as a driver that is not registered)."""
+        pod = self.get_pod(name, namespace)
+        if pod is None:
+            raise ClusterError(f"pod {namespace}/{name} does not exist")
+        uid = pod["metadata"]["uid"]
+        event = self._process.wait_event(
+            lambda e: e.get("event") == "prepareFailed" and _pod_key(e) == (namespace, name, uid),
+            timeout=timeout,
+        )
+        return str(event["error"])
+
+    def wait_pod_unschedulable(
+        self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
+    ) -> str:
+        """Wait until the scheduler reports the pod unschedulable; its message."""
+
+        def message() -> str | None:
+            pod = self.get_pod(name, namespace) or {}
+            for condition in pod.get("status", {}).get("conditions", []):
+                if (
+                    condition["type"] == "PodScheduled"
+                    and condition["status"] == "False"
+                    and condition.get("reason") == "Unschedulable"
+                ):
+                    return str(condition.get("message", ""))
+            return None
+
+        found = wait_until(
+            message, timeout, interval=0.1, describe=lambda: self.why_not_prepared(name, namespace)
+        )
+        return str(found)
+
+    def container_edits(
+        self, name: str, container: str = "ctr", namespace: str = DEFAULT_NAMESPACE
+    ) -> ContainerEdits:
+        """The CDI edits the runtime applies to ``container`` if it starts now (as after a
+        container restart): resolved anew from the node's CDI directory."""
+        pod = self.get_pod(name, namespace)
+        if pod is None or not pod["spec"].get("nodeName"):
+            raise ClusterError(f"pod {namespace}/{name} is not on a node")
+        answer = self._process.call(
+            {"op": "inject", "node": pod["spec"]["nodeName"], "namespace": namespace, "pod": name}
+        )
+        if answer.get("error"):
+            raise ClusterError(f"pod {namespace}/{name}: {answer['error']}")
+        return ContainerEdits.from_report(answer["containers"][container])
+
+    def delete_pod(
+        self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
+    ) -> None:
+        """Delete the pod (gracefully, as ``kubectl delete``) and wait until kubelet
+        unprepared its claims, the pod is gone, and its claims are deallocated (or deleted,
+        when made from a template)."""
+        pod = self.get_pod(name, namespace)
+        if pod is None:
+            return
+        uid = pod["metadata"]["uid"]
+        claims = [
+            (c["metadata"]["name"], c["metadata"]["uid"]) for c in self.pod_claims(name, namespace)
+        ]
+        request(self._client, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+        def settled() -> bool:
+            current = self.get_pod(name, namespace)
+            if current is not None and current["metadata"]["uid"] == uid:
+                return False
+            for claim_name, claim_uid in claims:
+                claim = self._get_claim(claim_name, namespace)
+                if claim is None or claim["metadata"]["uid"] != claim_uid:
+                    continue
+                status = claim.get("status", {})
+                if status.get("allocation") or status.get("reservedFor"):
+                    return False
+            return True
+
+        wait_until(
+            settled,
+            timeout,
+            interval=0.1,
+            describe=lambda: (
+                f"pod {namespace}/{name} or its claims {claims} not released; "
+                f"node events: {[e for e in self.events() if e.get('pod', {}).get('uid') == uid]}"
+            ),
+        )
+
+    # --- life ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the components and the apiserver, and remove their directories."""
+        try:
+            self._process.close()
+            self._client.close()
+        finally:
+            self.apiserver.close()
+            shutil.rmtree(self._node_root, ignore_errors=True)
+
+    def __enter__(self) -> DRACluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_dra_cluster(
+    *,
+    retry_period: float = 1.0,
+    release: str = DEFAULT_RELEASE,
+    apiserver: TestCluster | None = None,
+    timeout: float = 180.0,
+) -> DRACluster:
+    """Start a test apiserver of ``release`` (or use ``apiserver``, which the cluster then
+    owns) and the DRA components of the same release against it; ready on return.
+
+    ``retry_period``: how soon a node retries a pod whose prepare failed (kubelet waits 10 s;
+    tests want less).
+    """
+    binary = build_dra_cluster(release=release)
+    if apiserver is not None and apiserver.release != release:
+        raise ClusterError(f"the apiserver is {apiserver.release}'s, the components {release}'s")
+    server = apiserver if apiserver is not None else start_cluster(timeout=timeout, release=release)
+    node_root = Path(tempfile.mkdtemp(prefix="rs-dra-"))
+    try:
+        process = JsonLinesProcess(
+            [
+                str(binary),
+                f"--kubeconfig={server.kubeconfigs['admin']}",
+                f"--dir={node_root}",
+                f"--feature-gates={server.feature_gates}",
+                f"--retry-period={retry_period}s",
+                "-v=2",
+            ],
+            log_path=server.data_dir / "dracluster.log",
+            what="the DRA cluster",
+        )
+        try:
+            ready = process.wait_event(lambda e: e.get("event") == "ready", timeout=timeout)
+        except BaseException:
+            process.close()
+            raise
+    except BaseException:
+        server.close()
+        shutil.rmtree(node_root, ignore_errors=True)
+        raise
+    return DRACluster(server, process, node_root, max_nodes=ready.get("maxNodes") or None)
+
+
+@contextlib.contextmanager
+def running_dra_cluster(**kwargs: Any) -> Iterator[DRACluster]:
+    """``with running_dra_cluster() as cluster: ...`` — started, then stopped and removed.
+
+    Takes :func:`start_dra_cluster`'s arguments.
+    """
+    cluster = start_dra_cluster(**kwargs)
+    try:
+        yield cluster
+    finally:
+        cluster.close()

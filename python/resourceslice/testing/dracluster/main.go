@@ -1,0 +1,615 @@
+// Command dracluster runs the parts of a Kubernetes cluster that bring a Pod its DRA devices,
+// from Kubernetes' own code at the test apiserver's release, against that apiserver:
+//
+//   - kube-scheduler with its default profile (the DynamicResources plugin allocates claims
+//     from the ResourceSlices drivers publish), set up and run as cmd/kube-scheduler/app does;
+//   - kube-controller-manager's resourceclaim controller (claims from templates, reservedFor
+//     cleanup, deallocation once no pod uses a claim);
+//   - simulated nodes: a Node object each, and for each the two parts of kubelet that talk to a
+//     DRA driver — the plugin manager (registration sockets) and the DRA manager (it reads the
+//     pod's claims, calls the driver's NodePrepareResources/NodeUnprepareResources and keeps
+//     kubelet's checkpoint) — driven by the pods bound to that node, as kubelet's pod workers
+//     drive them: prepare before the containers would start, unprepare once they are gone;
+//   - CDI as container runtimes apply it: each container's CDI device IDs (from the DRA
+//     manager's GetResources) are resolved in the node's CDI spec directory with the CDI
+//     library and injected into an OCI runtime spec, whose env, mounts, device nodes and hooks
+//     are reported.
+//
+// Only the container runtime itself is absent: nothing runs in the containers.
+//
+// It speaks JSON lines: commands on stdin, answers and events on stdout.
+//
+//	stdin:  {"id": 1, "op": "addNode", "node": "n1", "labels": {"k": "v"}}
+//	        {"id": 2, "op": "inject", "node": "n1", "namespace": "default", "pod": "p"}
+//	stdout: {"event": "ready", "maxNodes": 0, "at": <Unix seconds>}  (every event has "at";
+//	        maxNodes 0: no limit)
+//	        {"id": 1, "node": "n1", "dirs": {"registry": ..., "plugins": ..., "cdi": ..., "state": ...}}
+//	        {"event": "register"|"deregister", "node": ..., "driver": ..., "endpoint": ..., "error": ...}
+//	        {"event": "prepared", "node": ..., "pod": {...}, "containers": {"<name>": {...}}}
+//	        {"event": "prepareFailed"|"unprepareFailed", "node": ..., "pod": {...}, "error": ...}
+//	        {"event": "unprepared", "node": ..., "pod": {...}}
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
+	"k8s.io/kubernetes/pkg/kubelet/config"
+	"k8s.io/kubernetes/pkg/kubelet/events"
+	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+// output serialises the JSON lines written by the command loop and the nodes' goroutines.
+type output struct {
+	mutex   sync.Mutex
+	encoder *json.Encoder
+}
+
+// write writes one line; an event (a map with "event") gets "at", the time it happened (Unix
+// seconds), so that a test can time the chain from a pod's creation to its CDI edits.
+func (o *output) write(v any) {
+	if m, ok := v.(map[string]any); ok {
+		if _, isEvent := m["event"]; isEvent {
+			m["at"] = float64(time.Now().UnixNano()) / 1e9
+		}
+	}
+	o.mutex.Lock()
+	defer o.mutex.Unlock()
+	if err := o.encoder.Encode(v); err != nil {
+		klog.Fatalf("write stdout: %v", err)
+	}
+}
+
+// registrations reports, for node, each registration kubelet's DRA handler took in (or
+// out), so that a test can wait for it.
+func (o *output) registrations(node string) func(event, driver, endpoint string, err error) {
+	return func(event, driver, endpoint string, err error) {
+		line := map[string]any{"event": event, "node": node, "driver": driver, "endpoint": endpoint}
+		if event == "register" {
+			line["error"] = errorString(err)
+		}
+		o.write(line)
+	}
+}
+
+func errorString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+type podRef struct {
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	UID       types.UID `json:"uid"`
+}
+
+func refOf(pod *v1.Pod) podRef {
+	return podRef{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
+}
+
+// runScheduler sets kube-scheduler up from its own options and flags and runs it, as
+// cmd/kube-scheduler/app's command does (minus its process-wide signal handler and logging
+// set-up, which are this program's).
+func runScheduler(ctx context.Context, args []string) error {
+	opts := scheduleroptions.NewOptions()
+	flags := pflag.NewFlagSet("kube-scheduler", pflag.ContinueOnError)
+	for _, set := range opts.Flags.FlagSets {
+		flags.AddFlagSet(set)
+	}
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	// What the command's PersistentPreRunE does: the feature gates take effect.
+	if err := opts.ComponentGlobalsRegistry.Set(); err != nil {
+		return err
+	}
+	cc, sched, err := scheduler.Setup(ctx, opts)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := scheduler.Run(ctx, cc, sched); err != nil {
+			klog.ErrorS(err, "kube-scheduler ended")
+		}
+	}()
+	return nil
+}
+
+// cluster holds the simulated nodes.
+type cluster struct {
+	client      kubernetes.Interface
+	dir         string
+	retryPeriod time.Duration
+	out         *output
+	recorder    record.EventRecorderLogger
+	mutex       sync.Mutex
+	nodes       map[string]*node
+}
+
+// node is one simulated kubelet: its DRA manager and plugin manager, and a queue of the
+// pods bound to it (keyed by UID) that its worker syncs one at a time, as kubelet's pod
+// workers do (retried after retryPeriod on error, as kubelet's backoff).
+type node struct {
+	*cluster
+	name     string
+	dirs     map[string]string
+	manager  draManager
+	lister   cache.Indexer
+	queue    workqueue.TypedRateLimitingInterface[types.UID]
+	mutex    sync.Mutex
+	lastSeen map[types.UID]*v1.Pod
+	prepared map[types.UID]bool
+}
+
+// draManager is kubelet's DRA manager as this program uses it: the same methods in every
+// release, made by the release's own constructor (newDRAManager, in release_*.go).
+type draManager interface {
+	Start(ctx context.Context, activePods func() []*v1.Pod, getNode func(context.Context) (*v1.Node, error), sourcesReady config.SourcesReady) error
+	GetWatcherHandler() plugincache.PluginHandler
+	PrepareResources(ctx context.Context, pod *v1.Pod) error
+	GetResources(pod *v1.Pod, container *v1.Container) (*dra.ContainerInfo, error)
+	UnprepareResources(ctx context.Context, pod *v1.Pod) error
+}
+
+// createNode registers the Node object as kubelet would, ready and schedulable: a status
+// with capacity for pods, the Ready condition, and without the not-ready taint the
+// TaintNodesByCondition admission plugin puts on new nodes (the node lifecycle controller,
+// which would lift it, is not running).
+func (c *cluster) createNode(ctx context.Context, name string, labels map[string]string) (*v1.Node, error) {
+	all := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
+	for k, v := range labels {
+		all[k] = v
+	}
+	created, err := c.client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: all}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("64"),
+		v1.ResourceMemory: resource.MustParse("256Gi"),
+		v1.ResourcePods:   resource.MustParse("110"),
+	}
+	now := metav1.Now()
+	created.Status = v1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity,
+		Conditions: []v1.NodeCondition{{
+			Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
+			Message: "simulated by dracluster", LastHeartbeatTime: now, LastTransitionTime: now,
+		}},
+		Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}, {Type: v1.NodeHostName, Address: name}},
+	}
+	updated, err := c.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var taints []v1.Taint
+	for _, taint := range updated.Spec.Taints {
+		if taint.Key != v1.TaintNodeNotReady {
+			taints = append(taints, taint)
+		}
+	}
+	updated.Spec.Taints = taints
+	return c.client.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{})
+}
+
+func (c *cluster) addNode(ctx context.Context, name string, labels map[string]string) (*node, error) {
+	c.mutex.Lock()
+	defer c.mutex.Unlock()
+	if _, ok := c.nodes[name]; ok {
+		return nil, fmt.Errorf("node %s exists", name)
+	}
+	if maxNodes > 0 && len(c.nodes) >= maxNodes {
+		return nil, fmt.Errorf("this release's kubelet keeps its DRA plugins in a process-wide registry: at most %d simulated node(s) per DRA cluster", maxNodes)
+	}
+	root := filepath.Join(c.dir, name)
+	// kubelet's layout under its root directory (/var/lib/kubelet), and the CDI directory.
+	dirs := map[string]string{
+		"registry": filepath.Join(root, "plugins_registry"),
+		"plugins":  filepath.Join(root, "plugins"),
+		"state":    filepath.Join(root, "state"),
+		"cdi":      filepath.Join(root, "cdi"),
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := c.createNode(ctx, name, labels); err != nil {
+		return nil, fmt.Errorf("create Node %s: %w", name, err)
+	}
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
+	manager, err := newDRAManager(logger, c.client, dirs["state"], name)
+	if err != nil {
+		return nil, err
+	}
+	n := &node{
+		cluster:  c,
+		name:     name,
+		dirs:     dirs,
+		manager:  manager,
+		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](c.retryPeriod, c.retryPeriod)),
+		lastSeen: map[types.UID]*v1.Pod{},
+		prepared: map[types.UID]bool{},
+	}
+	nodeCtx := klog.NewContext(ctx, logger)
+	// The pods bound to this node, as kubelet's API source watches them.
+	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "spec.nodeName=" + name
+	}))
+	podInformer := factory.Core().V1().Pods().Informer()
+	n.lister = podInformer.GetIndexer()
+	_, err = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { n.seen(obj.(*v1.Pod)) },
+		UpdateFunc: func(_, obj any) { n.seen(obj.(*v1.Pod)) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				n.seen(pod)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	getNode := func(ctx context.Context) (*v1.Node, error) {
+		return c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
+	// kubelet's sources are ready once it has seen the API's pods: only then may the DRA
+	// manager take a pod it does not know for one that is gone.
+	ready := config.NewSourcesReady(func(sets.Set[string]) bool { return podInformer.HasSynced() })
+	if err := manager.Start(nodeCtx, n.activePods, getNode, ready); err != nil {
+		return nil, err
+	}
+	runPluginManager(nodeCtx, dirs["registry"], manager.GetWatcherHandler(), c.out.registrations(name), ready)
+
+	factory.Start(ctx.Done())
+	go n.run(nodeCtx)
+	c.nodes[name] = n
+	return n, nil
+}
+
+func (n *node) seen(pod *v1.Pod) {
+	n.mutex.Lock()
+	n.lastSeen[pod.UID] = pod
+	n.mutex.Unlock()
+	n.queue.Add(pod.UID)
+}
+
+// activePods is kubelet's list of pods that may still run: the DRA manager's reconcile loop
+// unprepares the claims of any other pod it has prepared.
+func (n *node) activePods() []*v1.Pod {
+	var pods []*v1.Pod
+	for _, obj := range n.lister.List() {
+		pod := obj.(*v1.Pod)
+		if pod.DeletionTimestamp == nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
+}
+
+func (n *node) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		n.queue.ShutDown()
+	}()
+	for {
+		uid, shutdown := n.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := n.sync(ctx, uid); err != nil {
+			n.queue.AddRateLimited(uid)
+		} else {
+			n.queue.Forget(uid)
+		}
+		n.queue.Done(uid)
+	}
+}
+
+// current is the pod as the informer has it now, or the last version seen when it is gone.
+func (n *node) current(uid types.UID) (pod *v1.Pod, exists bool) {
+	n.mutex.Lock()
+	last := n.lastSeen[uid]
+	n.mutex.Unlock()
+	if last == nil {
+		return nil, false
+	}
+	obj, exists, _ := n.lister.GetByKey(last.Namespace + "/" + last.Name)
+	if exists && obj.(*v1.Pod).UID == uid {
+		return obj.(*v1.Pod), true
+	}
+	return last, false
+}
+
+// sync is what kubelet's pod worker does with DRA for one pod: a pod that is to run gets its
+// claims prepared (SyncPod, before the sandbox is created); a pod that is deleted, or done,
+// gets them unprepared once its containers would have stopped, and only then is the pod
+// removed from the API (SyncTerminatingPod, then the status manager's final delete).
+func (n *node) sync(ctx context.Context, uid types.UID) error {
+	pod, exists := n.current(uid)
+	if pod == nil {
+		return nil
+	}
+	terminating := !exists || pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	if terminating {
+		if err := n.manager.UnprepareResources(ctx, pod); err != nil {
+			n.out.write(map[string]any{"event": "unprepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
+			return err
+		}
+		n.mutex.Lock()
+		wasPrepared := n.prepared[uid]
+		delete(n.prepared, uid)
+		if !exists {
+			delete(n.lastSeen, uid)
+		}
+		n.mutex.Unlock()
+		if wasPrepared {
+			n.out.write(map[string]any{"event": "unprepared", "node": n.name, "pod": refOf(pod)})
+		}
+		if exists && pod.DeletionTimestamp != nil {
+			zero := int64(0)
+			err := n.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: &zero,
+				Preconditions:      &metav1.Preconditions{UID: &uid},
+			})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+		return nil
+	}
+	n.mutex.Lock()
+	done := n.prepared[uid]
+	n.mutex.Unlock()
+	if done {
+		return nil
+	}
+	if err := n.manager.PrepareResources(ctx, pod); err != nil {
+		// Where kubelet reports it: an event on the pod (kuberuntime's SyncPod).
+		n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedPrepareDynamicResources, "Failed to prepare dynamic resources: %v", err)
+		n.out.write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
+		return err
+	}
+	containers, err := n.inject(pod)
+	if err != nil {
+		// The runtime fails to create the container: kubelet reports it and retries.
+		n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
+		n.out.write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
+		return err
+	}
+	n.mutex.Lock()
+	n.prepared[uid] = true
+	n.mutex.Unlock()
+	if err := n.markRunning(ctx, pod); err != nil {
+		klog.FromContext(ctx).Error(err, "pod status not updated", "pod", klog.KObj(pod))
+	}
+	n.out.write(map[string]any{"event": "prepared", "node": n.name, "pod": refOf(pod), "containers": containers})
+	return nil
+}
+
+// inject applies each container's CDI devices to an OCI spec, as container runtimes do when
+// kubelet gives them the CDI device IDs of the DRA manager's GetResources: the specs are read
+// from the node's CDI directory with the CDI library.
+func (n *node) inject(pod *v1.Pod) (map[string]any, error) {
+	registry, err := cdi.NewCache(cdi.WithSpecDirs(n.dirs["cdi"]), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec directory: %w", err)
+	}
+	result := map[string]any{}
+	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for i := range all {
+		container := &all[i]
+		info, err := n.manager.GetResources(pod, container)
+		if err != nil {
+			return nil, err
+		}
+		ids := []string{}
+		for _, device := range info.CDIDevices {
+			ids = append(ids, device.Name)
+		}
+		spec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
+		if len(ids) > 0 {
+			if _, err := registry.InjectDevices(spec, ids...); err != nil {
+				return nil, fmt.Errorf("CDI devices of container %s: %w (spec errors: %v)", container.Name, err, registry.GetErrors())
+			}
+		}
+		env := spec.Process.Env
+		if env == nil {
+			env = []string{}
+		}
+		mounts := spec.Mounts
+		if mounts == nil {
+			mounts = []oci.Mount{}
+		}
+		devices := spec.Linux.Devices
+		if devices == nil {
+			devices = []oci.LinuxDevice{}
+		}
+		result[container.Name] = map[string]any{
+			"cdiDevices":  ids,
+			"env":         env,
+			"mounts":      mounts,
+			"deviceNodes": devices,
+			"hooks":       spec.Hooks,
+		}
+	}
+	return result, nil
+}
+
+// markRunning writes the status kubelet would once the containers started.
+func (n *node) markRunning(ctx context.Context, pod *v1.Pod) error {
+	updated := pod.DeepCopy()
+	now := metav1.Now()
+	updated.Status.Phase = v1.PodRunning
+	updated.Status.StartTime = &now
+	updated.Status.HostIP = "127.0.0.1"
+	for _, kind := range []v1.PodConditionType{v1.PodInitialized, v1.ContainersReady, v1.PodReady} {
+		updated.Status.Conditions = append(updated.Status.Conditions, v1.PodCondition{Type: kind, Status: v1.ConditionTrue, LastTransitionTime: now})
+	}
+	_, err := n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	return err
+}
+
+type command struct {
+	ID        int               `json:"id"`
+	Op        string            `json:"op"`
+	Node      string            `json:"node"`
+	Labels    map[string]string `json:"labels"`
+	Namespace string            `json:"namespace"`
+	Pod       string            `json:"pod"`
+}
+
+func (c *cluster) handle(ctx context.Context, cmd command) map[string]any {
+	answer := map[string]any{"id": cmd.ID}
+	switch cmd.Op {
+	case "addNode":
+		n, err := c.addNode(ctx, cmd.Node, cmd.Labels)
+		if err != nil {
+			answer["error"] = err.Error()
+			return answer
+		}
+		answer["node"] = n.name
+		answer["dirs"] = n.dirs
+	case "inject":
+		// A container started again: the runtime resolves its CDI devices anew.
+		c.mutex.Lock()
+		n := c.nodes[cmd.Node]
+		c.mutex.Unlock()
+		if n == nil {
+			answer["error"] = fmt.Sprintf("no node %s", cmd.Node)
+			return answer
+		}
+		obj, exists, _ := n.lister.GetByKey(cmd.Namespace + "/" + cmd.Pod)
+		if !exists {
+			answer["error"] = fmt.Sprintf("no pod %s/%s on node %s", cmd.Namespace, cmd.Pod, cmd.Node)
+			return answer
+		}
+		containers, err := n.inject(obj.(*v1.Pod))
+		if err != nil {
+			answer["error"] = err.Error()
+			return answer
+		}
+		answer["containers"] = containers
+	default:
+		answer["error"] = fmt.Sprintf("unknown op %q", cmd.Op)
+	}
+	return answer
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the apiserver (admin)")
+	dir := flag.String("dir", "", "directory for the simulated nodes' kubelet and CDI directories")
+	featureGates := flag.String("feature-gates", "", "the apiserver's feature gates, for every component")
+	retryPeriod := flag.Duration("retry-period", 10*time.Second, "how soon a node retries a pod whose sync failed (kubelet's pod worker: 10s)")
+	klog.InitFlags(nil)
+	flag.Parse()
+	if err := run(*kubeconfig, *dir, *featureGates, *retryPeriod); err != nil {
+		fmt.Fprintln(os.Stderr, "dracluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error {
+	if kubeconfig == "" || dir == "" {
+		return fmt.Errorf("--kubeconfig and --dir are required")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &output{encoder: json.NewEncoder(os.Stdout)}
+
+	// The scheduler first: its flags set the process's feature gates, which the claim
+	// controller and the DRA managers read too.
+	schedulerArgs := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0"}
+	if featureGates != "" {
+		schedulerArgs = append(schedulerArgs, "--feature-gates="+featureGates)
+	}
+	if err := runScheduler(ctx, schedulerArgs); err != nil {
+		return fmt.Errorf("kube-scheduler: %w", err)
+	}
+	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	restConfig.QPS, restConfig.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	if err := runClaimController(ctx, client); err != nil {
+		return fmt.Errorf("resourceclaim controller: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	c := &cluster{
+		client:      client,
+		dir:         dir,
+		retryPeriod: retryPeriod,
+		out:         out,
+		recorder:    broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet"}),
+		nodes:       map[string]*node{},
+	}
+	out.write(map[string]any{"event": "ready", "maxNodes": maxNodes})
+
+	var calls sync.WaitGroup
+	scanner := bufio.NewScanner(os.Stdin)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var cmd command
+		if err := json.Unmarshal(scanner.Bytes(), &cmd); err != nil {
+			out.write(map[string]any{"error": fmt.Sprintf("bad command: %v", err)})
+			continue
+		}
+		calls.Add(1)
+		go func() {
+			defer calls.Done()
+			out.write(c.handle(ctx, cmd))
+		}()
+	}
+	// stdin closed: the test is done with us.
+	calls.Wait()
+	cancel()
+	c.mutex.Lock()
+	for _, n := range c.nodes {
+		// Since 1.34 the manager waits for its goroutines to end.
+		if stopper, ok := n.manager.(interface{ Stop() }); ok {
+			stopper.Stop()
+		}
+	}
+	c.mutex.Unlock()
+	return nil
+}

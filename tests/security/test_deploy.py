@@ -1,0 +1,478 @@
+"""The manifests of deploy/ and examples/, proven on the real apiserver.
+
+- Every manifest applies, in the order their comments give, Namespace included.
+- The central publisher runs the Deployment's own command line, and the example kubelet
+  driver runs, each with its manifest's ServiceAccount (a token the apiserver issued for
+  it): the apiserver's audit log shows every request they made allowed, and every verb the
+  manifests grant them used — nothing granted is spare.
+- The ValidatingAdmissionPolicy keeps a node's driver pod to its own node's slices.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+import resourceslice
+from kubeletplugin.env import allocated_claim, delete_claim, uid
+from resourceslice import DriverResources, Pool
+from resourceslice._http import get_json, kubeconfig_client, request, send_json
+from resourceslice.testing import TestCluster, start_cluster, wait_until
+from resourceslice.testing.kubelet import KubeletHarness
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+# In the order the manifests' comments apply them: the Namespace comes first.
+MANIFESTS = [
+    REPO / "deploy" / "rbac.yaml",
+    REPO / "deploy" / "leader-election.yaml",
+    REPO / "deploy" / "publisher-deployment.yaml",
+    REPO / "examples" / "kubelet-driver.yaml",
+]
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+# Every request made by a service account, once it completed (or a watch, once it started).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}],
+}
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def find(kind: str, name: str) -> dict[str, Any]:
+    [doc] = [
+        d
+        for path in MANIFESTS
+        for d in documents(path)
+        if d["kind"] == kind and d["metadata"]["name"] == name
+    ]
+    return doc
+
+
+def collection_path(client: kubernetes.client.ApiClient, doc: dict[str, Any]) -> str:
+    """Where ``doc`` is created: its resource found by the apiserver's discovery."""
+    group_version = doc["apiVersion"]
+    base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    resources = json.loads(get_json(client, base))["resources"]
+    [resource] = [r for r in resources if r["kind"] == doc["kind"] and "/" not in r["name"]]
+    if resource["namespaced"]:
+        return f"{base}/namespaces/{doc['metadata'].get('namespace', 'default')}/{resource['name']}"
+    return f"{base}/{resource['name']}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
+    directory = tmp_path_factory.mktemp("audit")
+    policy = directory / "policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    with start_cluster(
+        extra_args=(
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={directory / 'audit.log'}",
+            "--audit-log-mode=blocking",
+        )
+    ) as started:
+        started.audit_log = directory / "audit.log"  # type: ignore[attr-defined]
+        yield started
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: TestCluster) -> Iterator[kubernetes.client.ApiClient]:
+    client = cluster.api_client("admin")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def applied(admin: kubernetes.client.ApiClient) -> list[str]:
+    """Every manifest created, as ``kubectl apply`` of each file in order would."""
+    created = []
+    for path in MANIFESTS:
+        for doc in documents(path):
+            send_json(admin, "POST", collection_path(admin, doc), json.dumps(doc).encode())
+            created.append(f"{doc['kind']}/{doc['metadata']['name']}")
+    return created
+
+
+def test_every_manifest_is_applied(applied: list[str]) -> None:
+    """The list above holds every Kubernetes manifest of deploy/ and examples/ (pool files
+    are not manifests), and each of their objects was created."""
+    manifests = {
+        path
+        for path in [*(REPO / "deploy").glob("*.yaml"), *(REPO / "examples").glob("*.yaml")]
+        if all("apiVersion" in d for d in documents(path))
+    }
+    assert manifests == set(MANIFESTS)
+    assert applied[0] == "Namespace/example-dra-driver"
+    assert "ValidatingAdmissionPolicy/demo-driver-own-node-slices" in applied
+    assert len(applied) == sum(len(documents(path)) for path in MANIFESTS)
+
+
+def token_of(
+    admin: kubernetes.client.ApiClient, namespace: str, account: str, pod: dict[str, Any] | None
+) -> str:
+    """A token the apiserver issues for the account (bound to ``pod``, as kubelet gets one
+    for a pod: then it names the pod's node)."""
+    spec: dict[str, Any] = {"expirationSeconds": 3600}
+    if pod is not None:
+        spec["boundObjectRef"] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod["metadata"]["name"],
+            "uid": pod["metadata"]["uid"],
+        }
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
+    return str(
+        json.loads(send_json(admin, "POST", path, json.dumps(body).encode()))["status"]["token"]
+    )
+
+
+def kubeconfig_for(cluster: TestCluster, token: str, path: Path, namespace: str) -> Path:
+    """A kubeconfig of ``token``, its context in ``namespace`` (a Pod's own namespace)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": cluster.server,
+                    "certificate-authority": str(cluster.ca_file),
+                },
+            }
+        ],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [
+            {"name": "c", "context": {"cluster": "c", "user": "u", "namespace": namespace}}
+        ],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def scheduled_pod(
+    admin: kubernetes.client.ApiClient, namespace: str, account: str, node: str
+) -> dict[str, Any]:
+    """A Pod of ``account`` on ``node``, as the scheduler leaves it (no kubelet runs it)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": f"{account}-", "namespace": namespace},
+        "spec": {
+            "serviceAccountName": account,
+            "nodeName": node,
+            "containers": [{"name": "driver", "image": "registry.example.com/driver:latest"}],
+        },
+    }
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    pod: dict[str, Any] = json.loads(send_json(admin, "POST", path, json.dumps(body).encode()))
+    return pod
+
+
+def create_node(admin: kubernetes.client.ApiClient, name: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    send_json(admin, "POST", "/api/v1/nodes", json.dumps(body).encode())
+
+
+def audited(cluster: TestCluster, user: str) -> list[dict[str, Any]]:
+    """The audit events of ``user``'s requests, one per request."""
+    events: dict[str, dict[str, Any]] = {}
+    for line in cluster.audit_log.read_text().splitlines():  # type: ignore[attr-defined]
+        event = json.loads(line)
+        if event["user"]["username"] == user:
+            events[event["auditID"]] = event  # the last stage of each request
+    return list(events.values())
+
+
+def used(events: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(verb, group, resource) of the requests for objects (discovery is open to everyone)."""
+    return {
+        (e["verb"], e["objectRef"].get("apiGroup", ""), e["objectRef"]["resource"])
+        for e in events
+        if "objectRef" in e and "subresource" not in e["objectRef"]
+    }
+
+
+def granted(*roles: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (verb, group, resource)
+        for role in roles
+        for rule in role["rules"]
+        for verb in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def refused(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("responseStatus", {}).get("code") in (401, 403)]
+
+
+def slice_devices(admin: kubernetes.client.ApiClient, selector: str) -> dict[str, list[str]]:
+    """The devices of each pool the slices hold (names sorted as the driver numbers them)."""
+    items = json.loads(get_json(admin, SLICES, [("fieldSelector", selector)]))["items"]
+    pools: dict[str, list[str]] = {}
+    for item in items:
+        pools.setdefault(item["spec"]["pool"]["name"], []).extend(
+            d["name"] for d in item["spec"]["devices"]
+        )
+    return {
+        pool: sorted(names, key=lambda n: int(n.rsplit("-", 1)[1])) for pool, names in pools.items()
+    }
+
+
+class Output:
+    """A process's output lines, read as they come."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self._thread.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line)
+
+    def close(self, process: subprocess.Popen[str]) -> str:
+        """Once ``process`` exited: everything it wrote."""
+        self._thread.join(timeout=10)
+        assert process.stdout is not None
+        process.stdout.close()
+        return "".join(self.lines)
+
+    def find(self, pattern: str) -> re.Match[str] | None:
+        return next((m for line in self.lines if (m := re.search(pattern, line))), None)
+
+
+@pytest.mark.usefixtures("applied")
+def test_the_publisher_deployment_with_its_service_account(
+    cluster: TestCluster, admin: kubernetes.client.ApiClient, tmp_path: Path
+) -> None:
+    deployment = find("Deployment", "example-dra-driver-publisher")
+    namespace = deployment["metadata"]["namespace"]
+    pod_spec = deployment["spec"]["template"]["spec"]
+    account = pod_spec["serviceAccountName"]
+    [container] = pod_spec["containers"]
+    config = find("ConfigMap", "example-dra-driver-pools")
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(config["data"]["pools.yaml"])
+    # The container's command, with the ConfigMap's file where it is mounted and the metrics
+    # on a free local port in place of the container's.
+    command = [
+        str(pools) if arg.startswith("/etc/pools/") else arg for arg in container["command"][1:]
+    ]
+    command = [
+        "--metrics-address=127.0.0.1:0" if arg.startswith("--metrics-address") else arg
+        for arg in command
+    ]
+    token = token_of(admin, namespace, account, None)
+    kubeconfig = kubeconfig_for(cluster, token, tmp_path / "kubeconfig", namespace)
+    env = {**os.environ, "PYTHONPATH": str(Path(resourceslice.__file__).parents[1])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "resourceslice.cli", *command, "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    output = Output(process)
+    driver = "net.example.com"
+    try:
+        serving = wait_until(lambda: output.find(r"serving (http://\S+)/metrics"), timeout=60)
+        base = serving.group(1)
+
+        def probe(path: str) -> int:
+            import urllib.error
+            import urllib.request
+
+            try:
+                with urllib.request.urlopen(base + path, timeout=5) as response:
+                    return int(response.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        for path in ("/livez", "/readyz"):
+            wait_until(lambda path=path: probe(path) == 200, timeout=60)  # type: ignore[misc]
+        selector = f"spec.driver={driver}"
+        assert slice_devices(admin, selector) == {"fabric-a": [f"port-{i}" for i in range(64)]}
+
+        # An edit of the ConfigMap: an update; a pool renamed: a delete and a create.
+        pools.write_text(config["data"]["pools.yaml"].replace('"400G"', '"800G"'))
+        wait_until(
+            lambda: '"800G"' in get_json(admin, SLICES, [("fieldSelector", selector)]).decode(),
+            timeout=60,
+        )
+        pools.write_text(config["data"]["pools.yaml"].replace("fabric-a:", "fabric-b:"))
+        wait_until(lambda: list(slice_devices(admin, selector)) == ["fabric-b"], timeout=60)
+    finally:
+        process.send_signal(signal.SIGTERM)  # releases the Lease
+        process.wait(timeout=60)
+        written = output.close(process)
+    assert process.returncode == 0, written
+
+    events = audited(cluster, f"system:serviceaccount:{namespace}:{account}")
+    assert refused(events) == []
+    assert used(events) == granted(
+        find("ClusterRole", "resourceslice-publisher"),
+        find("Role", "resourceslice-leader-election"),
+    )
+
+
+def load_example() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "kubelet_driver", REPO / "examples" / "kubelet_driver.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.usefixtures("applied")
+def test_the_kubelet_driver_with_its_service_account(
+    cluster: TestCluster, admin: kubernetes.client.ApiClient, tmp_path: Path
+) -> None:
+    daemonset = find("DaemonSet", "demo-driver")
+    namespace = daemonset["metadata"]["namespace"]
+    account = daemonset["spec"]["template"]["spec"]["serviceAccountName"]
+    node = "driver-node"
+    create_node(admin, node)
+    pod = scheduled_pod(admin, namespace, account, node)
+    token = token_of(admin, namespace, account, pod)
+    client = kubeconfig_client(str(kubeconfig_for(cluster, token, tmp_path / "kc", namespace)))
+    example = load_example()
+    node_dir = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))  # short: socket paths
+    try:
+        with KubeletHarness.start(node_dir / "registry") as kubelet:
+            helper = example.run(
+                client,
+                node,
+                pod_uid=pod["metadata"]["uid"],
+                cdi_dir=str(node_dir / "cdi"),
+                registrar_dir=str(node_dir / "registry"),
+                plugin_data_dir=str(node_dir / "plugins" / example.DRIVER),
+            )
+            try:
+                kubelet.wait_registered(example.DRIVER)
+                assert helper.controller.wait_synced(timeout=60)
+                claim = allocated_claim(admin, example.DRIVER, "deploy-claim", ["demo-2"], node)
+                answer = kubelet.prepare(example.DRIVER, [claim])
+                assert answer["claims"][uid(claim)]["error"] == ""
+                # More devices than one slice holds, then fewer: an update, a create, a delete.
+                for count in (200, 4):
+                    devices = [{"name": f"demo-{i}"} for i in range(count)]
+                    helper.publish_resources(DriverResources(pools={node: Pool(devices=devices)}))
+                    assert helper.controller.wait_synced(timeout=60)
+                    assert len(slice_devices(admin, f"spec.nodeName={node}")[node]) == count
+            finally:
+                helper.stop()
+                delete_claim(admin, "deploy-claim")
+                request(admin, "DELETE", SLICES, query=[("fieldSelector", f"spec.nodeName={node}")])
+    finally:
+        client.close()
+        shutil.rmtree(node_dir, ignore_errors=True)
+
+    events = audited(cluster, f"system:serviceaccount:{namespace}:{account}")
+    assert refused(events) == []
+    assert used(events) == granted(find("ClusterRole", "demo-driver"))
+
+
+def slice_body(name: str, node: str | None) -> dict[str, Any]:
+    where: dict[str, Any] = {"nodeName": node} if node else {"allNodes": True}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "demo.example.com",
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "demo-0"}],
+            **where,
+        },
+    }
+
+
+def denied(call: Any) -> str:
+    """The apiserver's message when ``call`` is refused by the policy; fails if allowed."""
+    with pytest.raises(ApiException) as refusal:
+        call()
+    assert refusal.value.status in (403, 422), refusal.value
+    return str(json.loads(refusal.value.body)["message"])
+
+
+@pytest.mark.usefixtures("applied")
+def test_the_policy_confines_a_driver_pod_to_its_nodes_slices(
+    cluster: TestCluster, admin: kubernetes.client.ApiClient, tmp_path: Path
+) -> None:
+    daemonset = find("DaemonSet", "demo-driver")
+    namespace = daemonset["metadata"]["namespace"]
+    account = daemonset["spec"]["template"]["spec"]["serviceAccountName"]
+    for node in ("node-a", "node-b"):
+        create_node(admin, node)
+    pod_a = scheduled_pod(admin, namespace, account, "node-a")
+    token = token_of(admin, namespace, account, pod_a)
+    client_a = kubeconfig_client(str(kubeconfig_for(cluster, token, tmp_path / "kc", namespace)))
+    try:
+
+        def write(client: kubernetes.client.ApiClient, method: str, body: dict[str, Any]) -> Any:
+            name = body["metadata"]["name"]
+            path = SLICES if method == "POST" else f"{SLICES}/{name}"
+            return json.loads(send_json(client, method, path, json.dumps(body).encode()))
+
+        def refused_now() -> bool:
+            """A dry run of node B's slice: refused once the apiserver has loaded the
+            policy (admission runs for dry runs too; nothing is stored either way)."""
+            body = json.dumps(slice_body("b-new", "node-b")).encode()
+            try:
+                request(client_a, "POST", SLICES, query=[("dryRun", "All")], body=body)
+            except ApiException as exc:
+                return exc.status in (403, 422)
+            return False
+
+        wait_until(refused_now, timeout=60)
+        message = denied(lambda: write(client_a, "POST", slice_body("b-new", "node-b")))
+        assert "may only write ResourceSlices of that node" in message
+        denied(lambda: write(client_a, "POST", slice_body("everywhere", None)))
+
+        theirs = write(admin, "POST", slice_body("b-own", "node-b"))
+        theirs["spec"]["devices"] = [{"name": "demo-9"}]
+        denied(lambda: write(client_a, "PUT", theirs))
+        moved = {**theirs, "spec": {**theirs["spec"], "nodeName": "node-a"}}
+        denied(lambda: write(client_a, "PUT", moved))  # taking B's slice over
+        denied(lambda: request(client_a, "DELETE", f"{SLICES}/b-own"))
+
+        mine = write(client_a, "POST", slice_body("a-own", "node-a"))
+        mine["spec"]["devices"] = [{"name": "demo-1"}]
+        write(client_a, "PUT", mine)
+        request(client_a, "DELETE", f"{SLICES}/a-own")
+        assert list(slice_devices(admin, "spec.driver=demo.example.com")) == ["b-own"]
+    finally:
+        client_a.close()
+        request(admin, "DELETE", SLICES, query=[("fieldSelector", "spec.driver=demo.example.com")])
