@@ -190,20 +190,30 @@ def _no_budget() -> None:
     return None
 
 
+def _no_outcome(answered: bool) -> None:
+    return None
+
+
 class ResourceSliceAPI:
     """ResourceSlice requests in the newest version the cluster serves, with v1 bodies.
 
     Thread-safe: the informer and the controller's workers share one. ``write_budget``, if
     given, is asked just before each write is sent for the seconds it may take at most
     (a leader's writes end before its lease could pass to another replica); it raises to
-    stop the write.
+    stop the write. ``write_ended(answered)`` is told when a write given a budget is over,
+    and whether the server answered it (else the write may still commit: the leader then
+    does not hand its Lease straight to a successor).
     """
 
     def __init__(
-        self, api_client: ApiClient, write_budget: Callable[[], float | None] | None = None
+        self,
+        api_client: ApiClient,
+        write_budget: Callable[[], float | None] | None = None,
+        write_ended: Callable[[bool], None] | None = None,
     ) -> None:
         self._client = api_client
         self._write_budget = write_budget or _no_budget
+        self._write_ended = write_ended or _no_outcome
         self._lock = threading.Lock()
         self._current: SliceVersion | None = None
 
@@ -255,26 +265,38 @@ class ResourceSliceAPI:
                 self.forget(version)
             raise
 
+    def _write(self, version: SliceVersion, send: Callable[[float | None], bytes]) -> bytes:
+        """``send(budget)`` once, within the write budget; its outcome told."""
+        budget = self._write_budget()
+        answered = False
+        try:
+            data = self._call(version, lambda: send(budget))
+            answered = True
+            return data
+        except ApiException:
+            answered = True
+            raise
+        finally:
+            if budget is not None:
+                self._write_ended(answered)
+
     # -- the requests the controller, the informer and the CLI make ------------------------
 
     def create(self, body: bytes) -> bytes:
         """POST a v1 body; the stored object as v1."""
         v = self.current()
-        data = self._call(
-            v,
-            lambda: send_json(
-                self._client, "POST", v.path, v.to_served(body), self._write_budget()
-            ),
+        data = self._write(
+            v, lambda budget: send_json(self._client, "POST", v.path, v.to_served(body), budget)
         )
         return v.object_to_v1(data)
 
     def update(self, name: str, body: bytes) -> bytes:
         """PUT a v1 body; the stored object as v1."""
         v = self.current()
-        data = self._call(
+        data = self._write(
             v,
-            lambda: send_json(
-                self._client, "PUT", f"{v.path}/{name}", v.to_served(body), self._write_budget()
+            lambda budget: send_json(
+                self._client, "PUT", f"{v.path}/{name}", v.to_served(body), budget
             ),
         )
         return v.object_to_v1(data)
@@ -291,11 +313,9 @@ class ResourceSliceAPI:
         included)."""
         v = self.current()
         options = delete_options(uid, resource_version)
-        data = self._call(
+        data = self._write(
             v,
-            lambda: send_json(
-                self._client, "DELETE", f"{v.path}/{name}", options, self._write_budget()
-            ),
+            lambda budget: send_json(self._client, "DELETE", f"{v.path}/{name}", options, budget),
         )
         return v.object_to_v1(data)
 

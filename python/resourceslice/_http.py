@@ -90,6 +90,14 @@ def request(
     connection back with ``release_conn()``. Otherwise the body is in ``.data``.
     ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`; ``total``:
     seconds for the whole request besides (a leader's write must be over by its deadline).
+
+    A write is sent once, as client-go sends it: urllib3's default ``Retry`` would send a
+    PUT or DELETE again after a lost connection or a 429/503 with ``Retry-After``, each time
+    with a fresh timeout, so a write whose first copy the server already applied could land
+    again after its deadline (after a successor took the Lease). Whether a write landed when
+    its connection broke is unknown; the caller decides what to do next. A request with a
+    ``total`` is not retried either, GET included: its deadline is the caller's (a Lease
+    attempt, a kubelet call), and a retry would start the timeout afresh.
     """
     connect, read = timeout or REQUEST_TIMEOUT
     configuration = api_client.configuration
@@ -116,6 +124,8 @@ def request(
         headers=headers,
         timeout=urllib3.Timeout(connect=connect, read=read, total=total),
         preload_content=not stream,
+        # None: the client's own (configuration.retries, else urllib3's default).
+        retries=None if method == "GET" and total is None else False,
     )
     if not 200 <= response.status <= 299:
         raise _api_exception(response)

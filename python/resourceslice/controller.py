@@ -186,7 +186,10 @@ class Controller:
         self._quiet_until = 0.0
         # In the newest resource.k8s.io version the cluster serves, shared with the informer.
         self._slices = ObservedSliceAPI(
-            api_client, self._observer, None if self._elector is None else self._write_budget
+            api_client,
+            self._observer,
+            None if self._elector is None else self._write_budget,
+            None if self._elector is None else self._write_ended,
         )
         self._write_tokens = (
             None
@@ -400,6 +403,10 @@ class Controller:
     def _write_budget(self) -> float:
         assert self._elector is not None
         return self._elector.write_budget(getattr(self._syncing, "pool", None))
+
+    def _write_ended(self, answered: bool) -> None:
+        assert self._elector is not None
+        self._elector.write_ended(getattr(self._syncing, "pool", None), answered)
 
     def stats(self) -> Stats:
         with self._lock:

@@ -193,8 +193,9 @@ class ObservedSliceAPI(ResourceSliceAPI):
         api_client: ApiClient,
         observer: Observer,
         write_budget: Callable[[], float | None] | None = None,
+        write_ended: Callable[[bool], None] | None = None,
     ) -> None:
-        super().__init__(api_client, write_budget)
+        super().__init__(api_client, write_budget, write_ended)
         self._observer = observer
 
     def create(self, body: bytes) -> bytes:

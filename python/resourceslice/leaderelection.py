@@ -14,6 +14,13 @@ for ``leaseDurationSeconds`` since. The holder, for its part, counts from the mo
 until ``renew_deadline`` after that, no later, and every write it sends must be answered by
 then (the request's own timeout). ``lease_duration - renew_deadline`` is the margin for a
 write the server is still processing and for clocks that run at slightly different rates.
+
+Every Lease request is bounded as client-go's renew loop bounds it: a renewal (with the
+attempts that follow a failed one) must be over by the renew deadline, when the leader stops
+writing anyway; an attempt to take the Lease, and the release, get ``renew_deadline`` each.
+No Lease request is retried by the transport (see :func:`resourceslice._http.request`): a
+hung request must not keep a standby from trying again, nor :meth:`LeaderElector.stop` from
+returning within a pod's grace period.
 """
 
 from __future__ import annotations
@@ -32,7 +39,6 @@ from urllib.parse import quote
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 from resourceslice._http import REQUEST_TIMEOUT, request
 from resourceslice.workqueue import Clock, MonotonicClock
@@ -112,6 +118,10 @@ class NotLeaderError(RuntimeError):
     """A write was about to be sent by a replica that does not hold the Lease (any more)."""
 
 
+class LeaseDeadlineError(TimeoutError):
+    """A Lease request was not sent: the attempt it belongs to is out of time."""
+
+
 def default_identity() -> str:
     """The host name (in a Pod, the Pod's name) and a random suffix, as client-go users do."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
@@ -140,6 +150,7 @@ class LeaderElector:
         on_error: Callable[[BaseException, str], None],
         clock: Clock | None = None,
         labels: dict[str, str] | None = None,
+        acquires: bool = True,
     ) -> None:
         self.config = config
         self._labels = labels
@@ -153,10 +164,12 @@ class LeaderElector:
             f"/apis/coordination.k8s.io/v1/namespaces/{quote(config.namespace, safe='')}/leases"
         )
         self._path = f"{self._collection}/{quote(config.name, safe='')}"
-        # One Lease request is given at most the renew deadline: a hung request must not
-        # keep a standby from trying again, nor a leader from noticing it lost.
-        self._timeout = (REQUEST_TIMEOUT[0], min(REQUEST_TIMEOUT[1], config.renew_deadline))
+        # Whether the thread tries to take the Lease, or only renews it while held (a
+        # shard's Lease: the sharding round decides which to take).
+        self._acquires = acquires
         self._lock = threading.Lock()
+        # One attempt at a time: the thread's renewals and a sharding round's take.
+        self._attempt_lock = threading.Lock()
         # The Lease as last read or written (its resourceVersion is the precondition of the
         # next update), its spec, and when (our clock) that spec was first seen.
         self._lease: dict[str, Any] | None = None
@@ -164,9 +177,10 @@ class LeaderElector:
         self._observed_at = 0.0
         # Until when this replica may write (our clock); None when it is not the leader.
         self._leading_until: float | None = None
-        # The end of the last write budget handed out: a Lease given up is released only
-        # after it, when no write under it can still be in flight.
-        self._budget_until = 0.0
+        # Writes sent under the Lease and not yet ended, and whether one ended without an
+        # answer since the Lease was taken: its outcome is unknown, it may still commit.
+        self._writes_in_flight = 0
+        self._unanswered = False
         self._release_pending = False
         self._last_problem: str | None = None
         self._stopping = threading.Event()
@@ -195,8 +209,15 @@ class LeaderElector:
             until = self._leading_until
             if until is None or until <= now:
                 raise NotLeaderError(f"{self.identity} does not hold lease {self.lease}")
-            self._budget_until = max(self._budget_until, until)
+            self._writes_in_flight += 1
             return until - now
+
+    def write_ended(self, pool: str | None, answered: bool) -> None:
+        """A write given a :meth:`write_budget` is over; ``answered``: the server said how
+        it went (a status), else its outcome is unknown (connection lost, timed out)."""
+        with self._lock:
+            self._writes_in_flight -= 1
+            self._unanswered = self._unanswered or not answered
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -209,17 +230,44 @@ class LeaderElector:
     def stop(self) -> None:
         """Stop trying, and give the Lease up if this replica holds it, so that a standby
         takes over at once instead of after ``lease_duration``. Call it once this replica's
-        writes are over."""
+        writes are over. Never takes the Lease again, even when called from the error or
+        change handler in the middle of an attempt."""
         self._stopping.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        if self._thread is not None and not self.on_own_thread():
+            self._thread.join()
         with self._lock:
             self._leading_until = None
+        self._release_when_safe()
+
+    def _release_when_safe(self) -> None:
+        """Release the Lease unless a write of ours may still commit.
+
+        Of the two ways to keep a successor from writing while a write of ours can still
+        land, waiting for a margin or for the outcome, this takes the outcome: a write that
+        got an answer is over, and when they all did (the usual case) the successor takes
+        over at once. A write that ended without an answer (its connection lost, or it
+        timed out) may still be applied by the server at any moment; no margin we could
+        pick bounds that, so the Lease is then left to expire: standbys wait
+        ``lease_duration`` from the last renewal they saw, ``lease_duration -
+        renew_deadline`` after the last moment we could have sent anything.
+        """
+        with self._lock:
+            unsafe = self._writes_in_flight > 0 or self._unanswered
+        if unsafe:
+            log.warning(
+                "leader election: %s leaves lease %s to expire: a write's outcome is unknown",
+                self.identity,
+                self.lease,
+            )
+            return
         try:
-            self._release()
-        except (ApiException, HTTPError, OSError) as exc:
+            self._release(self._clock.now() + self.config.renew_deadline)
+        except Exception as exc:  # a bad answer too: stopping must not fail on it
             self._on_error(exc, f"leader election: releasing lease {self.lease}")
+
+    def on_own_thread(self) -> bool:
+        """Whether the caller is this elector's thread (in one of its handlers)."""
+        return self._thread is threading.current_thread()
 
     def give_up(self) -> None:
         """Stop leading now (a share rebalanced); the Lease is handed back by
@@ -233,11 +281,13 @@ class LeaderElector:
         self._on_change(False)
 
     def release_if_due(self) -> None:
+        """Hand a given-up Lease back once no write under it is in flight (see
+        :meth:`_release_when_safe`)."""
         with self._lock:
-            due = self._release_pending and self._clock.now() >= self._budget_until
+            due = self._release_pending and self._writes_in_flight == 0
             self._release_pending = self._release_pending and not due
-        if due:
-            self._release()
+        if due and not self._stopping.is_set():
+            self._release_when_safe()
 
     def observe(self, lease: dict[str, Any]) -> None:
         """``lease`` as listed by someone else: noted as a read of our own would be."""
@@ -258,7 +308,11 @@ class LeaderElector:
         log.info("leader election: %s is a candidate for lease %s", self.identity, self.lease)
         retry = self.config.retry_period
         while not self._stopping.is_set():
-            if self.try_acquire_or_renew():
+            with self._lock:
+                held = self._leading_until is not None
+            if not (self._acquires or held):
+                delay = retry  # a shard not held: the sharding round may take it
+            elif self.try_acquire_or_renew():
                 delay = retry
             else:
                 delay = retry * (1 + random.random() * JITTER_FACTOR)
@@ -272,14 +326,30 @@ class LeaderElector:
     # -- one attempt ----------------------------------------------------------------------
 
     def try_acquire_or_renew(self) -> bool:
-        """One attempt to take or renew the Lease; whether this replica now holds it."""
+        """One attempt to take or renew the Lease; whether this replica now holds it.
+
+        Never after :meth:`stop` (nor once the handlers it calls have called it).
+        """
+        with self._attempt_lock:
+            if self._stopping.is_set():
+                return False
+            return self._try_acquire_or_renew()
+
+    def _try_acquire_or_renew(self) -> bool:
         sent = self._clock.now()
         with self._lock:
             lapsed = self._leading_until is not None and sent >= self._leading_until
+            # The whole attempt ends by the renew deadline: a leader's at the moment it
+            # stops writing (client-go's renew loop), a candidate's renew_deadline from now.
+            deadline = None if lapsed else self._leading_until
         if lapsed:
             self._lose("could not renew the lease within renew_deadline")
+            if self._stopping.is_set():  # the error handler stopped us
+                return False
         try:
-            acquired = self._attempt()
+            acquired = self._attempt(
+                sent + self.config.renew_deadline if deadline is None else deadline
+            )
         except Exception as exc:  # any failure (a bad answer too) must not end the thread
             acquired = False
             # Its kind, not its text (which names the request): a Lease that cannot be read
@@ -290,10 +360,16 @@ class LeaderElector:
                 self._on_error(exc, f"leader election: lease {self.lease}")
         else:
             self._last_problem = None
-        if acquired:
+        if acquired and self._stopping.is_set():
+            # stop() ran during the attempt (from a handler, on this thread) and released
+            # what it saw: this acquisition is not kept, and not told.
+            acquired = False
+        elif acquired:
             with self._lock:
                 was_leading = self._leading_until is not None
                 self._leading_until = sent + self.config.renew_deadline
+                if not was_leading:
+                    self._unanswered = False  # a new term: the Lease lapsed since
             if not was_leading:
                 log.info("leader election: %s took lease %s", self.identity, self.lease)
                 self._on_change(True)
@@ -301,7 +377,7 @@ class LeaderElector:
             self._lose(f"lease held by {self._holder()}")
         return acquired
 
-    def _attempt(self) -> bool:
+    def _attempt(self, deadline: float) -> bool:
         now = _micro_time()
         duration = int(self.config.lease_duration)
         mine = {
@@ -318,15 +394,15 @@ class LeaderElector:
             mine["acquireTime"] = kept.get("acquireTime", now)
             mine["leaseTransitions"] = kept.get("leaseTransitions", 0)
             try:
-                self._store(self._update(self._lease, mine))
+                self._store(self._update(self._lease, mine, deadline))
                 return True
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-        lease = self._get()
+        lease = self._get(deadline)
         if lease is None:
             try:
-                self._store(self._create(mine))
+                self._store(self._create(mine, deadline))
             except ApiException as exc:
                 if exc.status == 409:  # another candidate created it first
                     return False
@@ -343,7 +419,7 @@ class LeaderElector:
         else:
             mine["leaseTransitions"] = spec.get("leaseTransitions", 0) + 1
         try:
-            self._store(self._update(lease, mine))
+            self._store(self._update(lease, mine, deadline))
         except ApiException as exc:
             if exc.status == 409:  # another candidate was faster
                 return False
@@ -384,10 +460,10 @@ class LeaderElector:
             f"leader election: lease {self.lease}",
         )
 
-    def _release(self) -> None:
+    def _release(self, deadline: float) -> None:
         """Hand the Lease back (empty holder, as client-go does), if it still names us."""
         for _ in range(3):  # a conflict: someone wrote it meanwhile; look again
-            lease = self._get()
+            lease = self._get(deadline)
             spec = (lease or {}).get("spec") or {}
             if lease is None or spec.get("holderIdentity") != self.identity:
                 return
@@ -400,7 +476,7 @@ class LeaderElector:
                 "leaseTransitions": spec.get("leaseTransitions", 0),
             }
             try:
-                self._update(lease, released)
+                self._update(lease, released, deadline)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -410,9 +486,9 @@ class LeaderElector:
 
     # -- the Lease API --------------------------------------------------------------------
 
-    def _get(self) -> dict[str, Any] | None:
+    def _get(self, deadline: float) -> dict[str, Any] | None:
         try:
-            response = request(self._client, "GET", self._path, timeout=self._timeout)
+            response = self._request("GET", self._path, deadline)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -420,7 +496,7 @@ class LeaderElector:
         lease: dict[str, Any] = json.loads(response.data)
         return lease
 
-    def _create(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def _create(self, spec: dict[str, Any], deadline: float) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.config.name, "namespace": self.config.namespace}
         if self._labels:
             metadata["labels"] = self._labels
@@ -430,16 +506,26 @@ class LeaderElector:
             "metadata": metadata,
             "spec": spec,
         }
-        return self._send("POST", self._collection, body)
+        return self._send("POST", self._collection, body, deadline)
 
-    def _update(self, lease: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    def _update(
+        self, lease: dict[str, Any], spec: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
         # The whole object as read, resourceVersion included: the update fails with 409 if
         # anyone wrote the Lease since.
-        return self._send("PUT", self._path, {**lease, "spec": spec})
+        return self._send("PUT", self._path, {**lease, "spec": spec}, deadline)
 
-    def _send(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = request(
-            self._client, method, path, body=json.dumps(body).encode(), timeout=self._timeout
-        )
+    def _send(
+        self, method: str, path: str, body: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
+        response = self._request(method, path, deadline, json.dumps(body).encode())
         lease: dict[str, Any] = json.loads(response.data)
         return lease
+
+    def _request(self, method: str, path: str, deadline: float, body: bytes | None = None) -> Any:
+        """One Lease request, over by ``deadline`` (our clock), sent once."""
+        left = deadline - self._clock.now()
+        if left <= 0:
+            raise LeaseDeadlineError(f"{method} lease {self.lease}: past the attempt's deadline")
+        timeout = (min(REQUEST_TIMEOUT[0], left), min(REQUEST_TIMEOUT[1], left))
+        return request(self._client, method, path, body=body, timeout=timeout, total=left)

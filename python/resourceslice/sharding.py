@@ -7,8 +7,13 @@ driver's pools into K shards by a stable hash of the pool name. Shard ``i`` is t
 replicas at once. Each replica also renews a Lease of its own, ``<name>-member-<digest>``:
 that is how the replicas see each other, including one that holds no shard yet.
 
-Every ``retry_period`` a replica lists the Leases of the group, renews what it holds, and
-compares its share with the others' (:func:`share_change`): over ``ceil(K / replicas)`` it
+Each held Lease (membership, shards) is renewed by a thread of its own, as client-go renews
+each Lease in a loop of its own: one slow request then delays only its own Lease, not the
+renewals queued behind it nor behind the list, and a shard whose renewals fail lapses
+alone, told to the controller (``on_change(False)``, ``LeadershipLostError``), and is taken
+back once a renewal succeeds while the Lease still names us. Every ``retry_period`` a
+replica lists the Leases of the group and compares its share with the others'
+(:func:`share_change`): over ``ceil(K / replicas)`` it
 gives shards back; when another replica is starved the most loaded one gives one back; the
 least loaded take free shards (never created, released, or expired: a dead replica's shards
 expire ``lease_duration`` after its last renewal, as its membership does). Shares end
@@ -28,7 +33,7 @@ from urllib.parse import quote
 
 from kubernetes.client import ApiClient
 
-from resourceslice._http import request
+from resourceslice._http import REQUEST_TIMEOUT, request
 from resourceslice.leaderelection import (
     JITTER_FACTOR,
     LeaderElection,
@@ -115,6 +120,7 @@ class ShardedElector:
                 on_error=on_error,
                 clock=self._clock,
                 labels=labels,
+                acquires=False,
             )
             for i in range(config.shards)
         ]
@@ -151,20 +157,43 @@ class ShardedElector:
             raise NotLeaderError("a write of a sharded controller outside a pool's sync")
         return self._shards[shard_of(pool, self.config.shards)].write_budget()
 
+    def write_ended(self, pool: str | None, answered: bool) -> None:
+        if pool is not None:
+            self._shards[shard_of(pool, self.config.shards)].write_ended(pool, answered)
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
+        for elector in (self.member, *self._shards):
+            elector.start()
         self._thread = threading.Thread(target=self._run, name="resourceslice-shards", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Give every shard back (successors take them at once), then the membership."""
+        """Give every shard back (successors take them at once), then the membership.
+
+        The shards are stopped together, each release bounded by the renew deadline, so
+        that stopping takes one deadline at most, not one per shard.
+        """
         self._stopping.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        for shard in (*self._shards, self.member):
+        # A shard's own thread (stop() called from its handler) stops it itself: a helper
+        # thread would wait for it to end.
+        own = [shard for shard in self._shards if shard.on_own_thread()]
+        stopping = [
+            threading.Thread(target=shard.stop, name="resourceslice-shard-stop", daemon=True)
+            for shard in self._shards
+            if shard not in own
+        ]
+        for stopper in stopping:
+            stopper.start()
+        for shard in own:
             shard.stop()
+        for stopper in stopping:
+            stopper.join()
+        self.member.stop()
 
     def _run(self) -> None:
         retry = self.config.retry_period
@@ -178,11 +207,8 @@ class ShardedElector:
     # -- one round ------------------------------------------------------------------------
 
     def round(self) -> None:
-        """Renew membership and held shards; take or give back shards toward a fair share."""
-        self.member.try_acquire_or_renew()
+        """Take or give back shards toward a fair share (renewals run on their own)."""
         for shard in self._shards:
-            if shard.is_leader():
-                shard.try_acquire_or_renew()
             shard.release_if_due()
         holders = self._observe(self._list())
         held = {identity: 0 for identity in self._live_members()}
@@ -200,17 +226,21 @@ class ShardedElector:
             free = [i for i, shard in enumerate(self._shards) if shard.is_free()]
             random.shuffle(free)  # replicas taking at once mostly try different shards
             for i in free:
-                if change == 0:
+                if change == 0 or self._stopping.is_set():
                     break
                 if self._shards[i].try_acquire_or_renew():
                     change -= 1
 
     def _list(self) -> list[dict[str, Any]]:
+        # Bounded like a Lease attempt: a hung list delays the next round, not renewals.
+        deadline = self.config.renew_deadline
         response = request(
             self._client,
             "GET",
             self._list_path,
             query=[("labelSelector", f"{GROUP_LABEL}={self._group}")],
+            timeout=(min(REQUEST_TIMEOUT[0], deadline), deadline),
+            total=deadline,
         )
         items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
         return items

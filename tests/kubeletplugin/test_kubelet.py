@@ -44,6 +44,7 @@ class Node:
 
     def start(self, plugin: Any = None, **kwargs: Any) -> kubeletplugin.Helper:
         kwargs.setdefault("registrar_dir", str(self.dir / "registry"))
+        Path(kwargs["registrar_dir"]).mkdir(exist_ok=True)  # kubelet's, made by kubelet
         kwargs.setdefault("plugin_data_dir", str(self.dir / "plugins" / self.driver))
         kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
         helper = kubeletplugin.start(
@@ -284,10 +285,11 @@ class GatedPlugin(RecordingPlugin):
 
 
 def lock_waiters(path: Path) -> int:
-    """Processes waiting for a flock of ``path`` (the kernel lists them in /proc/locks)."""
+    """Open files waiting for the lock of ``path`` that Go's helper takes, an open file
+    description lock (the kernel lists them in /proc/locks as OFDLCK)."""
     inode = f":{os.stat(path).st_ino} "
     lines = Path("/proc/locks").read_text().splitlines()
-    return sum(1 for line in lines if "->" in line and "FLOCK" in line and inode in line)
+    return sum(1 for line in lines if "->" in line and "OFDLCK" in line and inode in line)
 
 
 def test_rolling_update(node: Node, kubelet: KubeletHarness) -> None:

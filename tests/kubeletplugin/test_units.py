@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import kubernetes.client
 import pytest
 
 from resourceslice import kubeletplugin
@@ -74,13 +75,54 @@ def test_rolling_update_socket_names(registry_dir: str, name: str) -> None:
 
 
 def test_start_needs_a_dra_service(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="no DRA service"):
+    with kubernetes.client.ApiClient() as client, pytest.raises(ValueError, match="no DRA service"):
         kubeletplugin.start(
             object(),  # type: ignore[arg-type]
             driver="gpu.example.com",
-            api_client=None,
+            api_client=client,
             registrar_dir=str(tmp_path),
             node_v1=False,
             node_v1beta1=False,
         )
     assert os.listdir(tmp_path) == []
+
+
+def test_start_needs_an_api_client(tmp_path: Path) -> None:
+    """As Go's helper: kubelet's claims are read with it."""
+    with pytest.raises(ValueError, match="api_client must be given"):
+        kubeletplugin.start(
+            object(),  # type: ignore[arg-type]
+            driver="gpu.example.com",
+            api_client=None,  # type: ignore[arg-type]
+            registrar_dir=str(tmp_path),
+        )
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_missing_registration_directory_is_an_error(tmp_path: Path) -> None:
+    """Not made: kubelet would never see a socket in a directory of our own making."""
+    registry = tmp_path / "plugins_registry"
+    with (
+        kubernetes.client.ApiClient() as client,
+        pytest.raises(FileNotFoundError, match="registration directory"),
+    ):
+        kubeletplugin.start(
+            object(),  # type: ignore[arg-type]
+            driver="gpu.example.com",
+            api_client=client,
+            registrar_dir=str(registry),
+            plugin_data_dir=str(tmp_path / "data"),
+        )
+    assert not registry.exists()
+
+
+@pytest.mark.parametrize(
+    ("driver", "device_class"),
+    [("1gpu.example.com", "gpu"), ("gpu.example.com", "1gpu"), ("gpu.example.com-", "gpu"),
+     ("_gpu", "gpu"), ("gpu.example.com", "gpu/x")],
+)  # fmt: skip
+def test_cdi_vendor_and_class_start_with_a_letter(
+    tmp_path: Path, driver: str, device_class: str
+) -> None:
+    with pytest.raises(ValueError, match="is not a CDI"):
+        kubeletplugin.CDISpecWriter(driver, cdi_dir=tmp_path, device_class=device_class)

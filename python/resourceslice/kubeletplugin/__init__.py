@@ -22,21 +22,21 @@ See docs/kubelet-plugin.md, the README's driver and ``examples/``.
 from __future__ import annotations
 
 from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR, CDISpecWriter
-from resourceslice.kubeletplugin.helper import (
+from resourceslice.kubeletplugin.helper import Helper, start
+from resourceslice.kubeletplugin.registration import (
     DRA_V1,
     DRA_V1BETA1,
     HEALTH_V1,
     HEALTH_V1ALPHA1,
     KUBELET_PLUGINS_DIR,
     KUBELET_REGISTRY_DIR,
-    Helper,
     rolling_update_registrar_socket,
-    start,
 )
 from resourceslice.kubeletplugin.types import (
     ClaimRef,
     Device,
     DeviceHealth,
+    HealthNotSupportedError,
     HealthReporter,
     HealthStatus,
     Plugin,
@@ -58,6 +58,7 @@ __all__ = [
     "ClaimRef",
     "Device",
     "DeviceHealth",
+    "HealthNotSupportedError",
     "HealthReporter",
     "HealthStatus",
     "Helper",

@@ -26,8 +26,9 @@ DEFAULT_CDI_VERSION = "0.6.0"
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 # Claim UIDs go into file names: nothing that can leave the directory.
 _UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
-# The class part of a CDI kind (``vendor/class``).
-_CLASS = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
+# The vendor and the class of a CDI kind (``vendor/class``) alike: a letter first, then
+# alphanumerics, "-", "_", ".", alphanumeric at the end (the CDI parser's rule).
+_VENDOR_OR_CLASS = re.compile(r"[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
 
 
 class CDISpecWriter:
@@ -47,8 +48,16 @@ class CDISpecWriter:
         device_class: str = "device",
         cdi_version: str = DEFAULT_CDI_VERSION,
     ) -> None:
-        if not _CLASS.fullmatch(device_class):
-            raise ValueError(f"device_class {device_class!r} is not a CDI class name")
+        if not _VENDOR_OR_CLASS.fullmatch(driver):
+            raise ValueError(
+                f"driver {driver!r} is not a CDI vendor name (a letter first, then letters, "
+                "digits, '-', '_', '.', a letter or digit last)"
+            )
+        if not _VENDOR_OR_CLASS.fullmatch(device_class):
+            raise ValueError(
+                f"device_class {device_class!r} is not a CDI class name (a letter first, then "
+                "letters, digits, '-', '_', '.', a letter or digit last)"
+            )
         self.driver = driver
         self.cdi_dir = Path(cdi_dir)
         self.kind = f"{driver}/{device_class}"

@@ -1,12 +1,13 @@
-"""The kubelet plugin of a DRA driver: registration, the DRA gRPC service, and publishing.
+"""The kubelet plugin of a DRA driver: :func:`start` and the :class:`Helper` it returns.
 
-kubelet finds plugins by watching its plugin-registration directory: a plugin creates a Unix
-socket there and serves ``pluginregistration.Registration`` on it. kubelet calls ``GetInfo``
-(type ``DRAPlugin``, the driver name, the DRA service's socket, and the gRPC services offered:
-``v1.DRAPlugin``, ``v1beta1.DRAPlugin``, optionally ``v1.DRAResourceHealth`` /
-``v1alpha1.DRAResourceHealth``), picks the newest service it knows, and reports back through
-``NotifyRegistrationStatus``. Removing the socket unregisters the plugin. The DRA service
-lives on a socket of its own, in the driver's plugin data directory.
+The helper ties the parts together: registration with kubelet
+(:mod:`~resourceslice.kubeletplugin.registration`), the DRA service kubelet calls to prepare
+claims (:mod:`~resourceslice.kubeletplugin.service`), health streams
+(:mod:`~resourceslice.kubeletplugin.healthstream`), one call at a time
+(:mod:`~resourceslice.kubeletplugin.serialize`), the driver's coroutines
+(:mod:`~resourceslice.kubeletplugin.callbacks`), and publishing the node's devices (this
+library's controller). The DRA service lives on a socket of its own, in the driver's plugin
+data directory.
 
 Go drivers get this from ``k8s.io/dynamic-resource-allocation/kubeletplugin``; this module
 follows its behaviour and defaults (read there for facts).
@@ -15,20 +16,16 @@ follows its behaviour and defaults (read there for facts).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import fcntl
-import hashlib
-import inspect
 import json
 import logging
 import os
-import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 from urllib.parse import quote
 
 import grpc
@@ -36,13 +33,11 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import GROUP, ResourceSliceAPI
-from resourceslice._http import get_json
+from resourceslice._http import REQUEST_TIMEOUT, get_json, request
 from resourceslice.api import DriverResources, Owner
 from resourceslice.controller import Controller, ErrorHandler, start_controller
 from resourceslice.kubeletplugin._pb import (
-    dra_v1_pb2,
     dra_v1_pb2_grpc,
-    dra_v1beta1_pb2,
     dra_v1beta1_pb2_grpc,
     health_v1_pb2,
     health_v1_pb2_grpc,
@@ -51,6 +46,21 @@ from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
 )
+from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
+from resourceslice.kubeletplugin.healthstream import health_servicer
+from resourceslice.kubeletplugin.registration import (
+    DRA_V1,
+    DRA_V1BETA1,
+    HEALTH_V1,
+    HEALTH_V1ALPHA1,
+    KUBELET_PLUGINS_DIR,
+    KUBELET_REGISTRY_DIR,
+    UNIX_PATH_MAX,
+    Registrar,
+    rolling_update_registrar_socket,
+)
+from resourceslice.kubeletplugin.serialize import Serializer
+from resourceslice.kubeletplugin.service import DRAService, error_text
 from resourceslice.kubeletplugin.types import (
     ClaimRef,
     DeviceHealth,
@@ -61,160 +71,6 @@ from resourceslice.kubeletplugin.types import (
 )
 
 log = logging.getLogger("resourceslice.kubeletplugin")
-
-#: Where kubelet expects plugins to keep their sockets and data (one directory per driver).
-KUBELET_PLUGINS_DIR = "/var/lib/kubelet/plugins"
-#: The directory kubelet's plugin manager watches for registration sockets.
-KUBELET_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
-
-#: The gRPC services, by the names kubelet knows them in ``supported_versions``.
-DRA_V1 = "v1.DRAPlugin"
-DRA_V1BETA1 = "v1beta1.DRAPlugin"
-HEALTH_V1 = "v1.DRAResourceHealth"
-HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
-
-# A Unix socket path is at most this long, its terminating NUL included (sun_path).
-_UNIX_PATH_MAX = 108
-
-_T = TypeVar("_T")
-
-
-def rolling_update_registrar_socket(registry_dir: str, driver: str, uid: str) -> str:
-    """The registration socket's file name for the instance ``uid`` (its pod's UID).
-
-    Two instances of a driver, old and new pod of a DaemonSet's rolling update, must not
-    share a registration socket; kubelet keeps both registered and calls the newest that is
-    connected. The readable name is used when the path fits a Unix socket, else shorter ones
-    made of hashes, as Go's helper names them, so both helpers agree on a node.
-    """
-    uid_hash = hashlib.sha256(uid.encode()).digest()
-    driver_uid_hash = hashlib.sha256(f"{driver}\0{uid}".encode()).digest()
-
-    def b64(data: bytes) -> str:
-        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-    candidates = [
-        f"{driver}-{uid}-reg.sock",
-        f"{driver}-{b64(uid_hash[:8])}-reg.sock",
-        f"dra-{b64(driver_uid_hash[:16])}-reg.sock",
-    ]
-    for name in candidates:
-        if len(os.path.join(registry_dir, name)) <= _UNIX_PATH_MAX:
-            return name
-    return candidates[-1]
-
-
-class _Serializer:
-    """One prepare or unprepare at a time.
-
-    Within one process a lock does. During a rolling update two instances of the driver run
-    at once, in different processes, and must not prepare concurrently either: they share a
-    lock file in the plugin data directory, locked with flock (released by the kernel when a
-    process dies, so a crashed instance cannot block the next).
-    """
-
-    def __init__(self, enabled: bool, lock_file: Path | None) -> None:
-        self._enabled = enabled
-        self._lock_file = lock_file
-        self._lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        if not self._enabled:
-            yield
-            return
-        # The thread lock covers this instance's threads; the flock, on the file opened anew
-        # for each call, the other instances (flock excludes open files, so even two
-        # instances in one process).
-        with self._lock:
-            if self._lock_file is None:
-                yield
-                return
-            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
-
-
-class _Loop:
-    """Where coroutine callbacks run: the driver's event loop, or a thread with one of ours."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        self._loop = loop
-        self._own: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def _get(self) -> asyncio.AbstractEventLoop:
-        if self._loop is not None:
-            return self._loop
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the kubelet plugin is stopped")
-            if self._own is None:
-                own = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=own.run_forever, name="kubeletplugin-loop", daemon=True
-                )
-                self._thread.start()
-                self._own = own
-            return self._own
-
-    def resolve(self, value: _T | Awaitable[_T]) -> _T:
-        """``value`` itself, or what it resolves to when it is awaitable."""
-        if not inspect.isawaitable(value):
-            return value
-
-        async def wait() -> _T:
-            return await value
-
-        return asyncio.run_coroutine_threadsafe(wait(), self._get()).result()
-
-    def iterate(self, items: Iterator[_T] | AsyncIterator[_T]) -> Iterator[_T]:
-        """A plain iterator over a plain or an asynchronous one."""
-        if not hasattr(items, "__anext__"):
-            yield from items
-            return
-        agen = cast(AsyncIterator[_T], items)
-
-        async def next_item() -> _T:
-            return await agen.__anext__()
-
-        try:
-            while True:
-                try:
-                    yield asyncio.run_coroutine_threadsafe(next_item(), self._get()).result()
-                except StopAsyncIteration:
-                    return
-        finally:
-            close = getattr(agen, "aclose", None)
-            if close is not None:
-                asyncio.run_coroutine_threadsafe(close(), self._get()).result()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            own, thread = self._own, self._thread
-            self._own = self._thread = None
-        if own is not None and thread is not None:
-            own.call_soon_threadsafe(own.stop)
-            thread.join()
-            own.close()
-
-
-def _error_text(error: str | BaseException) -> str:
-    if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return error
-
-
-def _base_request(name: str) -> str:
-    """A subrequest reference (``request/subrequest``) as its request: kubelet matches devices
-    to a container's requests by the request's name."""
-    return name.split("/", 1)[0]
 
 
 class Helper:
@@ -258,8 +114,8 @@ class Helper:
         # Claims are read in the newest resource.k8s.io version served, which the slices'
         # discovery finds (one group, one answer).
         self._claim_api = ResourceSliceAPI(api_client) if api_client is not None else None
-        self._serializer = _Serializer(serialize, lock_file)
-        self._loop = _Loop(loop)
+        self._serializer = Serializer(serialize, lock_file)
+        self._loop = CallbackLoop(loop)
         self._error_handler = error_handler or _log_error
         self._reconcile_pool_with_name = reconcile_pool_with_name
         self._max_workers = max_workers
@@ -271,9 +127,18 @@ class Helper:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _serve(self, path: str, register: Callable[[grpc.Server], None]) -> None:
-        if len(path) >= _UNIX_PATH_MAX:
+        if len(path) >= UNIX_PATH_MAX:
             raise ValueError(f"socket path {path} is longer than a Unix socket allows")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # The driver's own data directory is made if missing; kubelet's registration
+        # directory is not (Go's helper makes neither): a socket in a directory of our own
+        # making would never be seen by kubelet, a missing host mount made silent.
+        directory = Path(path).parent
+        if path == self.registrar_socket_path and not directory.is_dir():
+            raise FileNotFoundError(
+                f"kubelet's plugin registration directory {directory} does not exist "
+                "(is it mounted from the host? see registrar_dir)"
+            )
+        directory.mkdir(parents=True, exist_ok=True)
         # A socket left behind by a crashed instance would make the bind fail.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
@@ -285,7 +150,7 @@ class Helper:
         self._servers.append((server, path))
 
     def _start(self) -> None:
-        dra = _DRAService(self)
+        dra = DRAService(self)
 
         def register_dra(server: grpc.Server) -> None:
             if DRA_V1 in self.services:
@@ -295,20 +160,20 @@ class Helper:
             if HEALTH_V1 in self.services:
                 _add(
                     health_v1_pb2_grpc.add_DRAResourceHealthServicer_to_server,
-                    dra.health(health_v1_pb2),
+                    health_servicer(self, health_v1_pb2),
                     server,
                 )
             if HEALTH_V1ALPHA1 in self.services:
                 _add(
                     health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server,
-                    dra.health(health_v1alpha1_pb2),
+                    health_servicer(self, health_v1alpha1_pb2),
                     server,
                 )
 
         def register_registrar(server: grpc.Server) -> None:
             _add(
                 pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server,
-                _Registrar(self),
+                Registrar(self),
                 server,
             )
 
@@ -387,7 +252,7 @@ class Helper:
 
     # -- what the services call --------------------------------------------------------------
 
-    def _fetch_claim(self, ref: ClaimRef) -> ResourceClaim:
+    def _fetch_claim(self, ref: ClaimRef, deadline: float | None) -> ResourceClaim:
         """The claim as the apiserver has it now; ValueError when it is not the one kubelet
         means (gone, replaced by one of the same name, not allocated)."""
         if self._api_client is None or self._claim_api is None:
@@ -398,7 +263,7 @@ class Helper:
             f"/resourceclaims/{quote(ref.name, safe='')}"
         )
         try:
-            claim: ResourceClaim = json.loads(get_json(self._api_client, path))
+            claim: ResourceClaim = json.loads(self._get(path, deadline))
         except ApiException as exc:
             if exc.status == 404:
                 raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
@@ -412,54 +277,76 @@ class Helper:
             raise ValueError(f"claim {ref.namespace}/{ref.name} is not allocated")
         return claim
 
-    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        """Fetch and check the claims, then the driver's callback for those that passed."""
+    def _get(self, path: str, deadline: float | None) -> bytes:
+        """GET ``path``, over by kubelet's ``deadline`` when it set one (sent once then)."""
+        assert self._api_client is not None
+        if deadline is None:
+            return get_json(self._api_client, path)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("kubelet's deadline passed before the claim was read")
+        timeout = (min(REQUEST_TIMEOUT[0], left), min(REQUEST_TIMEOUT[1], left))
+        data: bytes = request(self._api_client, "GET", path, timeout=timeout, total=left).data
+        return data
+
+    def prepare(
+        self, refs: Sequence[ClaimRef], deadline: float | None = None
+    ) -> dict[str, PrepareResult]:
+        """Fetch and check the claims, then the driver's callback for those that passed.
+
+        ``deadline`` (``time.monotonic()``): kubelet's for this call. The claim reads, the
+        wait for the lock and a coroutine callback end by then (Go's helper passes the
+        call's context to all three); a plain callback cannot be interrupted.
+        """
         results: dict[str, PrepareResult] = {}
         claims: list[ResourceClaim] = []
         for ref in refs:
             try:
-                claims.append(self._fetch_claim(ref))
+                claims.append(self._fetch_claim(ref, deadline))
             except Exception as exc:
                 results[ref.uid] = PrepareResult(error=exc)
         if claims:
             uids = [claim["metadata"]["uid"] for claim in claims]
-            with self._serializer.hold():
-                try:
-                    got = self._loop.resolve(self._plugin.prepare_resource_claims(claims))
-                except Exception as exc:
-                    self._error_handler(exc, "prepare_resource_claims failed")
-                    got = {uid: PrepareResult(error=exc) for uid in uids}
+            try:
+                with self._serializer.hold(deadline):
+                    got = self._loop.resolve(self._plugin.prepare_resource_claims(claims), deadline)
+            except Exception as exc:
+                self._error_handler(exc, "prepare_resource_claims failed")
+                got = {uid: PrepareResult(error=exc) for uid in uids}
             for uid in uids:
                 results[uid] = got.get(uid) or PrepareResult(
                     error="the driver returned no result for this claim"
                 )
         return results
 
-    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
-        """The driver's callback; per claim UID the error text, empty when unprepared."""
+    def unprepare(self, refs: Sequence[ClaimRef], deadline: float | None = None) -> dict[str, str]:
+        """The driver's callback; per claim UID the error text, empty when unprepared.
+        ``deadline``: as :meth:`prepare`'s."""
         if not refs:
             return {}
-        with self._serializer.hold():
-            try:
-                got = self._loop.resolve(self._plugin.unprepare_resource_claims(list(refs)))
-            except Exception as exc:
-                self._error_handler(exc, "unprepare_resource_claims failed")
-                got = {ref.uid: exc for ref in refs}
+        try:
+            with self._serializer.hold(deadline):
+                got = self._loop.resolve(
+                    self._plugin.unprepare_resource_claims(list(refs)), deadline
+                )
+        except Exception as exc:
+            self._error_handler(exc, "unprepare_resource_claims failed")
+            got = {ref.uid: exc for ref in refs}
         results = {}
         for ref in refs:
             if ref.uid not in got:
                 results[ref.uid] = "the driver returned no result for this claim"
             else:
                 error = got[ref.uid]
-                results[ref.uid] = "" if error is None else _error_text(error)
+                results[ref.uid] = "" if error is None else error_text(error)
         return results
 
     def offers_health(self) -> bool:
         return callable(getattr(self._plugin, "watch_health", None))
 
-    def health_reports(self) -> Iterator[Sequence[DeviceHealth]]:
+    def health_reports(self) -> Iteration[Sequence[DeviceHealth]]:
         """The plugin's health reports, for one stream to kubelet."""
-        return self._loop.iterate(cast(HealthReporter, self._plugin).watch_health())
+        return Iteration(self._loop, cast(HealthReporter, self._plugin).watch_health())
 
     def report_error(self, exc: BaseException, message: str) -> None:
         self._error_handler(exc, message)
@@ -485,148 +372,11 @@ def _log_error(exc: BaseException, message: str) -> None:
     log.error("%s: %s", message, exc, exc_info=exc)
 
 
-class _Registrar(pluginregistration_v1_pb2_grpc.RegistrationServicer):
-    def __init__(self, helper: Helper) -> None:
-        self._helper = helper
-
-    def GetInfo(
-        self, request: pluginregistration_v1_pb2.InfoRequest, context: grpc.ServicerContext
-    ) -> pluginregistration_v1_pb2.PluginInfo:
-        return pluginregistration_v1_pb2.PluginInfo(
-            type="DRAPlugin",
-            name=self._helper.driver,
-            endpoint=self._helper.plugin_socket_path,
-            # For DRA, the gRPC services offered, newest first (kubelet takes the first it knows).
-            supported_versions=list(self._helper.services),
-        )
-
-    def NotifyRegistrationStatus(
-        self,
-        request: pluginregistration_v1_pb2.RegistrationStatus,
-        context: grpc.ServicerContext,
-    ) -> pluginregistration_v1_pb2.RegistrationStatusResponse:
-        self._helper.set_registration_status(request)
-        return pluginregistration_v1_pb2.RegistrationStatusResponse()
-
-
-def _refs(claims: Any) -> list[ClaimRef]:
-    return [ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid) for c in claims]
-
-
-class _DRAService:
-    """The DRA service in each protocol version, all over the same :class:`Helper` calls.
-
-    The versions' messages have the same fields, but for v1's ``share_id``.
-    """
-
-    def __init__(self, helper: Helper) -> None:
-        self._helper = helper
-
-    def _prepare_response(self, pb: Any, request: Any) -> Any:
-        response = pb.NodePrepareResourcesResponse()
-        for uid, result in self._helper.prepare(_refs(request.claims)).items():
-            entry = response.claims[uid]
-            if result.error is not None:
-                entry.error = _error_text(result.error) or "preparing the claim failed"
-                continue
-            for device in result.devices:
-                fields: dict[str, Any] = {
-                    "request_names": [_base_request(r) for r in device.requests],
-                    "pool_name": device.pool_name,
-                    "device_name": device.device_name,
-                    "cdi_device_ids": list(device.cdi_device_ids),
-                }
-                if device.share_id is not None and pb is dra_v1_pb2:
-                    fields["share_id"] = device.share_id
-                entry.devices.append(pb.Device(**fields))
-        return response
-
-    def _unprepare_response(self, pb: Any, request: Any) -> Any:
-        response = pb.NodeUnprepareResourcesResponse()
-        for uid, error in self._helper.unprepare(_refs(request.claims)).items():
-            response.claims[uid].error = error
-        return response
-
-    def v1(self) -> dra_v1_pb2_grpc.DRAPluginServicer:
-        service = self
-
-        class V1(dra_v1_pb2_grpc.DRAPluginServicer):
-            def NodePrepareResources(self, request: Any, context: Any) -> Any:
-                return service._prepare_response(dra_v1_pb2, request)
-
-            def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-                return service._unprepare_response(dra_v1_pb2, request)
-
-        return V1()
-
-    def v1beta1(self) -> dra_v1beta1_pb2_grpc.DRAPluginServicer:
-        service = self
-
-        class V1Beta1(dra_v1beta1_pb2_grpc.DRAPluginServicer):
-            def NodePrepareResources(self, request: Any, context: Any) -> Any:
-                return service._prepare_response(dra_v1beta1_pb2, request)
-
-            def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-                return service._unprepare_response(dra_v1beta1_pb2, request)
-
-        return V1Beta1()
-
-    def health(self, pb: Any) -> Any:
-        helper = self._helper
-        base = (
-            health_v1_pb2_grpc.DRAResourceHealthServicer
-            if pb is health_v1_pb2
-            else health_v1alpha1_pb2_grpc.DRAResourceHealthServicer
-        )
-
-        def watch(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            if not helper.offers_health():
-                context.abort(grpc.StatusCode.UNIMPLEMENTED, "the driver reports no health")
-            # The plugin's iterator runs in a thread of its own, which may block between
-            # reports for as long as it likes: the stream ends as soon as kubelet goes away
-            # or the helper stops, without waiting for the iterator's next report.
-            reports: queue.Queue[Any] = queue.Queue()
-            done = object()
-            context.add_callback(lambda: reports.put(done))
-
-            def pump() -> None:
-                try:
-                    for report in helper.health_reports():
-                        reports.put(report)
-                except Exception as exc:
-                    helper.report_error(exc, "watch_health failed")
-                finally:
-                    reports.put(done)
-
-            threading.Thread(target=pump, name="kubeletplugin-health", daemon=True).start()
-            while True:
-                report = reports.get()
-                if report is done:
-                    return
-                yield pb.NodeWatchResourcesResponse(
-                    devices=[
-                        pb.DeviceHealth(
-                            device=pb.DeviceIdentifier(
-                                pool_name=d.pool_name, device_name=d.device_name
-                            ),
-                            health=pb.HealthStatus.Value(d.health.value),
-                            last_updated_time=d.last_updated,
-                            health_check_timeout_seconds=d.timeout_seconds,
-                            message=d.message,
-                        )
-                        for d in report
-                    ]
-                )
-
-        servicer = type("Health", (base,), {"NodeWatchResources": staticmethod(watch)})
-        return servicer()
-
-
 def start(
     plugin: Plugin,
     *,
     driver: str,
-    api_client: ApiClient | None,
+    api_client: ApiClient,
     node_name: str = "",
     node_uid: str = "",
     registrar_dir: str = KUBELET_REGISTRY_DIR,
@@ -668,6 +418,9 @@ def start(
     errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
     (an open health stream holds one).
     """
+    if api_client is None:
+        # As Go's helper refuses to start without a client: claims are read with it.
+        raise ValueError("api_client must be given: kubelet's claims are read with it")
     if rolling_update_uid and registrar_socket:
         raise ValueError("rolling_update_uid and registrar_socket exclude each other")
     if registrar_socket is None:
@@ -723,14 +476,4 @@ def start(
     return helper
 
 
-__all__ = [
-    "DRA_V1",
-    "DRA_V1BETA1",
-    "HEALTH_V1",
-    "HEALTH_V1ALPHA1",
-    "KUBELET_PLUGINS_DIR",
-    "KUBELET_REGISTRY_DIR",
-    "Helper",
-    "rolling_update_registrar_socket",
-    "start",
-]
+__all__ = ["Helper", "start"]

@@ -100,12 +100,23 @@ class Plugin(Protocol):
         ...
 
 
+class HealthNotSupportedError(Exception):
+    """Raised by ``watch_health()``: this driver (or this node's devices) reports no health.
+
+    kubelet is answered ``UNIMPLEMENTED`` and stops watching, as with Go's
+    ``ErrHealthNotSupported``.
+    """
+
+
 class HealthReporter(Protocol):
     """Optional, beside :class:`Plugin`: a plugin with ``watch_health`` offers kubelet the
     health service, and kubelet reads it for as long as the plugin is registered.
 
-    Each report is the whole list of devices whose health is known; the stream ends when
-    kubelet goes away (the iterator is closed).
+    Each report is the whole list of devices whose health is known. ``watch_health()`` is
+    called once per stream, and kubelet opens a new stream after each reconnect; when
+    kubelet goes away the iterator is closed (an asynchronous one at once, a plain one when
+    it yields next). Raise :class:`HealthNotSupportedError` to decline; any other exception
+    fails the stream with the error, which the error handler also hears of.
     """
 
     def watch_health(
