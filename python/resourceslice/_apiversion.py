@@ -26,6 +26,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -33,7 +34,7 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import SliceLister, delete_options, get_json, send_json
+from resourceslice._http import SliceLister, delete_options, get_json, request, send_json
 from resourceslice.api import ValidationError
 
 log = logging.getLogger(__name__)
@@ -217,12 +218,14 @@ class ResourceSliceAPI:
         self._lock = threading.Lock()
         self._current: SliceVersion | None = None
 
-    def current(self) -> SliceVersion:
-        """The version in use, discovered from the cluster the first time."""
+    def current(self, total: float | None = None) -> SliceVersion:
+        """The version in use, discovered from the cluster the first time; ``total``: at
+        most that many seconds for the discovery (then sent once), as the request it serves
+        has (a kubelet call's claim read)."""
         with self._lock:
             if self._current is not None:
                 return self._current
-        found = self._discover()
+        found = self._discover(total)
         with self._lock:
             if self._current != found:
                 log.info("using %s for ResourceSlices", found.api_version)
@@ -235,9 +238,13 @@ class ResourceSliceAPI:
             if self._current == version:
                 self._current = None
 
-    def _discover(self) -> SliceVersion:
+    def _get(self, path: str, total: float | None) -> Any:
+        return json.loads(request(self._client, "GET", path, total=total).data)
+
+    def _discover(self, total: float | None) -> SliceVersion:
+        deadline = None if total is None else time.monotonic() + total
         try:
-            group = json.loads(get_json(self._client, f"/apis/{GROUP}"))
+            group = self._get(f"/apis/{GROUP}", total)
         except ApiException as exc:
             if exc.status == 404:  # the whole group is off
                 raise NoResourceAPIError([]) from exc
@@ -246,11 +253,14 @@ class ResourceSliceAPI:
         for version in VERSIONS:
             if version in served:
                 # Without v1 the cluster is older than 1.34: its release says what it lacks.
-                return SliceVersion(version, None if "v1" in served else self._release())
+                if "v1" in served:
+                    return SliceVersion(version, None)
+                left = None if deadline is None else deadline - time.monotonic()
+                return SliceVersion(version, self._release(left))
         raise NoResourceAPIError(served)
 
-    def _release(self) -> tuple[int, int] | None:
-        info = json.loads(get_json(self._client, "/version"))
+    def _release(self, total: float | None) -> tuple[int, int] | None:
+        info = self._get("/version", total)
         # minor may carry a suffix ("33+" on some distributions).
         major, minor = (re.match(r"\d*", str(info.get(k, ""))) for k in ("major", "minor"))
         if not (major and major.group() and minor and minor.group()):

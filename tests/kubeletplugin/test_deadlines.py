@@ -51,9 +51,17 @@ def given_up(helper: kubeletplugin.Helper, claim: dict[str, Any]) -> str:
     return "failed in time"
 
 
-def test_a_claim_read_ends_by_kubelets_deadline(node: Node, kube_cluster: TestCluster) -> None:
-    """The apiserver never answers the claim read: the one gRPC worker is free again at
-    kubelet's deadline, not 60 s (four times, with urllib3's retries) later."""
+@pytest.mark.parametrize(
+    "stalled",
+    ["/resourceclaims/", "/apis/resource.k8s.io"],
+    ids=["the claim", "the API discovery before it"],
+)
+def test_a_claim_read_ends_by_kubelets_deadline(
+    node: Node, kube_cluster: TestCluster, stalled: str
+) -> None:
+    """The apiserver never answers the claim read (or the discovery of the version to read it
+    in, the first time): the one gRPC worker is free again at kubelet's deadline, not 60 s
+    (four times, with urllib3's retries) later."""
     with FaultProxy(kube_cluster) as proxy:
         client, direct = proxy.api_client(), node.client
         try:
@@ -62,7 +70,9 @@ def test_a_claim_read_ends_by_kubelets_deadline(node: Node, kube_cluster: TestCl
             node.client = direct  # the test's own claims do not
             first, second = node.claim("a", ["dev-0"]), node.claim("b", ["dev-1"])
             proxy.rule = lambda method, path: (
-                Fault(stall=float("inf")) if "/resourceclaims/" in path else None
+                Fault(stall=float("inf"))
+                if (path.endswith(stalled) if stalled.startswith("/apis") else stalled in path)
+                else None
             )
             given_up(helper, first)
             proxy.rule = lambda method, path: None

@@ -257,7 +257,7 @@ class Helper:
         means (gone, replaced by one of the same name, not allocated)."""
         if self._api_client is None or self._claim_api is None:
             raise ValueError("no api_client: claims cannot be read")
-        version = self._claim_api.current()
+        version = self._claim_api.current(self._left(deadline))
         path = (
             f"/apis/{GROUP}/{version.version}/namespaces/{quote(ref.namespace, safe='')}"
             f"/resourceclaims/{quote(ref.name, safe='')}"
@@ -277,14 +277,22 @@ class Helper:
             raise ValueError(f"claim {ref.namespace}/{ref.name} is not allocated")
         return claim
 
-    def _get(self, path: str, deadline: float | None) -> bytes:
-        """GET ``path``, over by kubelet's ``deadline`` when it set one (sent once then)."""
-        assert self._api_client is not None
+    @staticmethod
+    def _left(deadline: float | None) -> float | None:
+        """Seconds to kubelet's ``deadline`` (None: it set none); TimeoutError once passed."""
         if deadline is None:
-            return get_json(self._api_client, path)
+            return None
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("kubelet's deadline passed before the claim was read")
+        return left
+
+    def _get(self, path: str, deadline: float | None) -> bytes:
+        """GET ``path``, over by kubelet's ``deadline`` when it set one (sent once then)."""
+        assert self._api_client is not None
+        left = self._left(deadline)
+        if left is None:
+            return get_json(self._api_client, path)
         timeout = (min(REQUEST_TIMEOUT[0], left), min(REQUEST_TIMEOUT[1], left))
         data: bytes = request(self._api_client, "GET", path, timeout=timeout, total=left).data
         return data
