@@ -4,12 +4,20 @@
 :class:`resourceslice.Pool` and :class:`resourceslice.Slice` in the API's camelCase, plus a
 compact form for big regular pools (``foreach``) and ``{node}`` in pool names. Only the
 file's shape is checked here; the devices are checked as any others, by the controller.
+
+A pool file is data, often from a ConfigMap anyone with edit rights can change, and it must
+not be able to run code, crash the reader, or exhaust its memory: templates take plain
+``{name}`` / ``{name:spec}`` fields only (``str.format`` would follow ``{i.__class__}`` or a
+nested ``{i:{j}}``), with bounded widths; the expansion's size is known before it is made;
+YAML aliases are refused (a few hundred bytes of them make gigabytes), and so is nesting
+deeper than any pool needs.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import string
@@ -32,6 +40,27 @@ _TEMPLATE_KEYS = ("device", "foreach")
 
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+#: The most devices the ``foreach`` templates of one file may make: ten times the biggest pool
+#: the benchmarks publish.
+MAX_EXPANDED_DEVICES = 100_000
+#: The most the templates of one file may make, in characters of strings plus
+#: :data:`_NODE_WEIGHT` for each other value: a few hundred MB in memory at most. A 100,000-device
+#: fabric of small devices is about a tenth of it; one big device repeated that often is not.
+MAX_EXPANDED_SIZE = 64_000_000
+_NODE_WEIGHT = 16
+#: The largest width or precision in a template's format spec (a name is at most 63 bytes).
+MAX_FORMAT_WIDTH = 64
+#: The deepest nesting of a document: a pool file needs about ten levels.
+MAX_DEPTH = 64
+
+# The format spec mini-language with nothing nested: [[fill]align][sign][z][#][0][width]
+# [grouping][.precision][type].
+_PLAIN_SPEC = re.compile(
+    r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>[0-9]*)[_,]?(?:\.(?P<precision>[0-9]+))?"
+    r"[bcdeEfFgGnosxX%]?",
+    re.DOTALL,
+)
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -50,15 +79,45 @@ def read_document(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ValidationError([str(exc)]) from None
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError([f"line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
     try:
-        return yaml.load(text, Loader=_YamlLoader)
+        if path.suffix.lower() == ".json":
+            document = json.loads(text)
+        else:
+            _refuse_aliases(text)
+            document = yaml.load(text, Loader=_YamlLoader)
+    except json.JSONDecodeError as exc:
+        raise ValidationError([f"line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
     except yaml.YAMLError as exc:
         raise ValidationError([_yaml_problem(exc)]) from None
+    except RecursionError:  # the parsers recurse per level of nesting
+        raise ValidationError([f"nested more than {MAX_DEPTH} levels deep"]) from None
+    if _depth_exceeds(document, MAX_DEPTH):
+        raise ValidationError([f"nested more than {MAX_DEPTH} levels deep"])
+    return document
+
+
+def _refuse_aliases(text: str) -> None:
+    """A ValidationError at the first alias (``*name``): aliases share a node, so a few
+    hundred bytes of them expand to gigabytes once loaded, or loop forever. The events are
+    read before anything is built."""
+    for event in yaml.parse(text, Loader=_YamlLoader):
+        if isinstance(event, yaml.AliasEvent):
+            mark = event.start_mark
+            where = "" if mark is None else f"line {mark.line + 1}, column {mark.column + 1}: "
+            raise ValidationError([f"{where}YAML aliases (*name) are not allowed in a pool file"])
+
+
+def _depth_exceeds(document: Any, limit: int) -> bool:
+    """Whether ``document`` nests deeper than ``limit`` (without recursing: it may be deep)."""
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (Mapping, list)):
+            if depth > limit:
+                return True
+            items = value.values() if isinstance(value, Mapping) else value
+            stack.extend((item, depth + 1) for item in items)
+    return False
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -78,16 +137,36 @@ def _unknown_keys(value: Mapping[str, Any], allowed: Sequence[str], path: str) -
 
 
 def _template_fields(text: str, path: str, names: Sequence[str]) -> list[str]:
-    """Problems with the ``{placeholders}`` of one template string (plain names only)."""
+    """Problems with the ``{placeholders}`` of one template string: each must be ``{name}`` or
+    ``{name:spec}``, a variable of ``foreach`` and a plain format spec of bounded width."""
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
         return [f"{path}: {exc}"]
-    return [
-        f"{path}: unknown placeholder {{{name}}} (foreach defines {', '.join(names)})"
-        for _, name, _, _ in parsed
-        if name is not None and name not in names
-    ]
+    problems = []
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        field = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+        if name not in names:
+            problems.append(
+                f"{path}: unknown placeholder {field} (foreach defines {', '.join(names)})"
+            )
+        elif conversion:
+            problems.append(f"{path}: {field}: only {{name}} or {{name:spec}}, no !conversion")
+        elif spec and not _plain_spec(spec):
+            problems.append(
+                f"{path}: {field}: the format spec must be plain (no nested fields), with a "
+                f"width and precision of at most {MAX_FORMAT_WIDTH}"
+            )
+    return problems
+
+
+def _plain_spec(spec: str) -> bool:
+    match = _PLAIN_SPEC.fullmatch(spec)
+    return match is not None and all(
+        int(match[part] or 0) <= MAX_FORMAT_WIDTH for part in ("width", "precision")
+    )
 
 
 def _fill(template: Any, values: Mapping[str, Any]) -> Any:
@@ -119,11 +198,37 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{i}]")
 
 
-def _expand_template(entry: Mapping[str, Any], path: str, errors: list[str]) -> list[Any]:
+class _Budget:
+    """How much more the file's templates may make (:data:`MAX_EXPANDED_DEVICES` devices,
+    :data:`MAX_EXPANDED_SIZE` in all)."""
+
+    def __init__(self) -> None:
+        self.devices = MAX_EXPANDED_DEVICES
+        self.size = MAX_EXPANDED_SIZE
+
+
+def _weight(value: Any) -> int:
+    """The size of ``value`` as :data:`MAX_EXPANDED_SIZE` counts it (iterative: it may be deep)."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        total += len(item) if isinstance(item, str) else _NODE_WEIGHT
+        if isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return total
+
+
+def _expand_template(
+    entry: Mapping[str, Any], path: str, errors: list[str], budget: _Budget
+) -> list[Any]:
     """The devices of one ``{foreach: {var: count | [values]}, device: {...}}`` entry.
 
     The compact form for big regular pools (ports of a switch fabric...): the cartesian
-    product of the variables, the last one varying fastest.
+    product of the variables, the last one varying fastest. Its size is checked against
+    what is left of the file's budget before anything is made.
     """
     problems = _unknown_keys(entry, _TEMPLATE_KEYS, path)
     ranges = entry.get("foreach")
@@ -136,12 +241,12 @@ def _expand_template(entry: Mapping[str, Any], path: str, errors: list[str]) -> 
         errors += problems
         return []
     assert isinstance(ranges, Mapping) and isinstance(device, Mapping)
-    axes: list[list[Any]] = []
+    axes: list[Sequence[Any]] = []
     for name, spec in ranges.items():
         if not isinstance(name, str) or not name.isidentifier():
             problems.append(f"{path}.foreach: {name!r} is not a variable name")
         elif isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
-            axes.append(list(range(spec)))
+            axes.append(range(spec))
         elif isinstance(spec, list):
             axes.append(spec)
         else:
@@ -152,14 +257,30 @@ def _expand_template(entry: Mapping[str, Any], path: str, errors: list[str]) -> 
     if problems:
         errors += problems
         return []
+    count = math.prod(len(axis) for axis in axes)
+    # Each device: the template, and each placeholder filled with the biggest value it can
+    # take, padded to the widest spec.
+    biggest = max((_weight(v) for axis in axes if isinstance(axis, list) for v in axis), default=0)
+    fields = sum(text.count("{") for _, text in _strings(device, ""))
+    size = count * (_weight(device) + fields * (max(biggest, _NODE_WEIGHT) + MAX_FORMAT_WIDTH))
+    if count > budget.devices or size > budget.size:
+        errors.append(
+            f"{path}: makes {count} devices of about {size} characters in all, more than a "
+            f"pool file's templates may make ({MAX_EXPANDED_DEVICES} devices, "
+            f"{MAX_EXPANDED_SIZE} characters)"
+        )
+        budget.devices = budget.size = 0  # one such error is enough
+        return []
+    budget.devices -= count
+    budget.size -= size
     try:
         return [_fill(device, dict(zip(names, combo))) for combo in itertools.product(*axes)]
-    except (ValueError, TypeError) as exc:  # a format spec that does not suit a value
+    except (ValueError, TypeError, OverflowError) as exc:  # a spec that does not suit a value
         errors.append(f"{path}.device: {exc}")
         return []
 
 
-def _devices(value: Any, path: str, errors: list[str]) -> list[Any] | None:
+def _devices(value: Any, path: str, errors: list[str], budget: _Budget) -> list[Any] | None:
     if value is None:
         return None
     if not isinstance(value, list):
@@ -168,25 +289,27 @@ def _devices(value: Any, path: str, errors: list[str]) -> list[Any] | None:
     devices: list[Any] = []
     for i, item in enumerate(value):
         if isinstance(item, Mapping) and "foreach" in item:
-            devices += _expand_template(item, f"{path}[{i}]", errors)
+            devices += _expand_template(item, f"{path}[{i}]", errors, budget)
         else:
             devices.append(item)
     return devices
 
 
-def _slice(value: Any, path: str, errors: list[str]) -> Slice | None:
+def _slice(value: Any, path: str, errors: list[str], budget: _Budget) -> Slice | None:
     if not isinstance(value, Mapping):
         errors.append(f"{path}: must be an object")
         return None
     errors += _unknown_keys(value, _SLICE_KEYS, path)
     return Slice(
-        devices=_devices(value.get("devices"), f"{path}.devices", errors) or [],
+        devices=_devices(value.get("devices"), f"{path}.devices", errors, budget) or [],
         shared_counters=value.get("sharedCounters"),
         per_device_node_selection=value.get("perDeviceNodeSelection"),
     )
 
 
-def _pool(value: Any, path: str, selection: Selection, errors: list[str]) -> Pool | None:
+def _pool(
+    value: Any, path: str, selection: Selection, errors: list[str], budget: _Budget
+) -> Pool | None:
     if not isinstance(value, Mapping):
         errors.append(f"{path}: must be an object with devices or slices")
         return None
@@ -201,7 +324,8 @@ def _pool(value: Any, path: str, selection: Selection, errors: list[str]) -> Poo
     if value.get("slices") is not None:
         if isinstance(value["slices"], list):
             built = [
-                _slice(s, f"{path}.slices[{i}]", errors) for i, s in enumerate(value["slices"])
+                _slice(s, f"{path}.slices[{i}]", errors, budget)
+                for i, s in enumerate(value["slices"])
             ]
             slices = [s for s in built if s is not None]
         else:
@@ -211,7 +335,7 @@ def _pool(value: Any, path: str, selection: Selection, errors: list[str]) -> Poo
     if node_selector is None and not all_nodes:
         node_selector, all_nodes = selection.node_selector, selection.all_nodes
     return Pool(
-        devices=_devices(value.get("devices"), f"{path}.devices", errors),
+        devices=_devices(value.get("devices"), f"{path}.devices", errors, budget),
         slices=slices,
         node_selector=node_selector,
         all_nodes=all_nodes is True,
@@ -225,6 +349,7 @@ def parse_resources(document: Any, selection: Selection) -> tuple[DriverResource
         return DriverResources(), ["the top level must be an object with a `pools` mapping"]
     errors = _unknown_keys(document, ("pools",), "the top level")
     pools: dict[str, Pool] = {}
+    budget = _Budget()
     for name, value in document["pools"].items():
         path = f'pools["{name}"]'
         if not isinstance(name, str):
@@ -236,7 +361,7 @@ def parse_resources(document: Any, selection: Selection) -> tuple[DriverResource
                 errors.append(f"{path}: {NODE_PLACEHOLDER} in a pool name needs --node")
                 continue
             name = name.replace(NODE_PLACEHOLDER, selection.node)
-        pool = _pool(value, path, selection, errors)
+        pool = _pool(value, path, selection, errors, budget)
         if pool is not None:
             pools[name] = pool
     return DriverResources(pools=pools), errors

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Union
 
 from prometheus_client import (
@@ -48,6 +47,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from resourceslice._getserver import GetServer, Response, ServerLimits
 from resourceslice.controller import Controller
 from resourceslice.health import SYNC_SECONDS_BUCKETS, Health, Snapshot
 
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
     from resourceslice.aio import AsyncController
 
-__all__ = ["ControllerCollector", "MetricsServer", "register"]
+__all__ = ["ControllerCollector", "MetricsServer", "ServerLimits", "register"]
 
 AnyController = Union[Controller, "AsyncController"]
 
@@ -194,14 +194,14 @@ def _leader(controller: Controller) -> bool | None:
     return None if controller.leader_election is None else controller.is_leader()
 
 
-def serve(host: str, port: int) -> MetricsServer:
+def serve(host: str, port: int, limits: ServerLimits | None = None) -> MetricsServer:
     """A :class:`MetricsServer` with a collector (``server.add(controller)``) and the metrics
     of this process (CPU, memory, file descriptors, garbage collection), on a registry of
     its own."""
     registry = CollectorRegistry()
     for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
         registry.register(collector)
-    return MetricsServer(host, port, registry, register(registry=registry))
+    return MetricsServer(host, port, registry, register(registry=registry), limits)
 
 
 def register(
@@ -223,50 +223,39 @@ class MetricsServer:
     not take a replica out of service). ``/healthz``: both. The body is their health as JSON,
     by driver; 503 before a controller is added. Port 0 picks a free port: ``address`` says
     which. It listens from the start, so that a port in use is known before any write.
+    ``limits`` bound what clients can hold (:class:`ServerLimits`): hostile or stuck clients
+    neither hang the probes nor pile up threads.
     """
 
     def __init__(
-        self, host: str, port: int, registry: CollectorRegistry, collector: ControllerCollector
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        collector: ControllerCollector,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.collector = collector
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
-                    return
-                checks: dict[str, Callable[[Health], bool]] = {
-                    "/livez": lambda h: h.alive,
-                    "/readyz": lambda h: h.synced_once,
-                    "/healthz": lambda h: h.alive and h.synced_once,
-                }
-                check = checks.get(path)
-                if check is None:
-                    self._send(404, "text/plain; charset=utf-8", b"not found\n")
-                    return
-                healths = {c.driver: c.health() for c in collector.controllers}
-                body = {driver: _health_json(h) for driver, h in healths.items()}
-                ok = bool(healths) and all(check(h) for h in healths.values())
-                text = json.dumps(body, indent=2).encode() + b"\n"
-                self._send(200 if ok else 503, "application/json", text)
-
-            def _send(self, status: int, content_type: str, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # a scrape every few seconds is not news
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="resourceslice-metrics", daemon=True
+        self._registry = registry
+        self._server = GetServer(
+            host, port, self._answer, limits or ServerLimits(), name="resourceslice-metrics"
         )
-        self._thread.start()
+
+    def _answer(self, path: str) -> Response:
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self._registry)
+        checks: dict[str, Callable[[Health], bool]] = {
+            "/livez": lambda h: h.alive,
+            "/readyz": lambda h: h.synced_once,
+            "/healthz": lambda h: h.alive and h.synced_once,
+        }
+        check = checks.get(path)
+        if check is None:
+            return 404, "text/plain; charset=utf-8", b"not found\n"
+        healths = {c.driver: c.health() for c in self.collector.controllers}
+        body = {driver: _health_json(h) for driver, h in healths.items()}
+        ok = bool(healths) and all(check(h) for h in healths.values())
+        return 200 if ok else 503, "application/json", json.dumps(body, indent=2).encode() + b"\n"
 
     def add(self, controller: AnyController) -> None:
         """Report ``controller`` (its metrics and its health)."""
@@ -274,13 +263,10 @@ class MetricsServer:
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
+        return self._server.address
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        self._server.close()
 
     def __enter__(self) -> MetricsServer:
         return self

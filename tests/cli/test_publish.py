@@ -272,6 +272,14 @@ def test_publish_follows_the_file_and_keeps_the_last_good_state(
         output.wait_for("err", 'pools["fabric"].devices[0].name')
         output.wait_for("err", "keeping the last good state")
         assert sum(len(s["spec"]["devices"]) for s in slices(resource_api, driver)) == 300
+        # Hostile files too (issue 23): a nested field and a recursive alias get a clear
+        # error, and the last good state stays published.
+        template = '{foreach: {i: 2}, device: {name: "d-{i:{zzz}}"}}'
+        path.write_text(f"pools:\n  fabric:\n    devices: [{template}]\n")
+        output.wait_for("err", "the format spec must be plain")
+        path.write_text("pools: &a {fabric: {devices: [*a]}}\n")
+        output.wait_for("err", "YAML aliases (*name) are not allowed")
+        assert sum(len(s["spec"]["devices"]) for s in slices(resource_api, driver)) == 300
 
         path.write_text(yaml.safe_dump({"pools": {"fabric": {"devices": devices[:10]}}}))
         output.wait_for("out", "changed: 1 pool, 1 slice, 10 devices")

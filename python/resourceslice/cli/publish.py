@@ -239,13 +239,18 @@ class Publisher:
             if watch.changed():
                 try:
                     loaded = load(args.file, args.driver, selection)
-                except UserError as exc:
-                    self.err.write(f"error: {exc}\n  keeping the last good state\n")
+                    before = controller.stats()
+                    controller.update(loaded.resources)
+                except Exception as exc:
+                    # Whatever is wrong with the new FILE, the pod keeps publishing the last
+                    # good one; crashing would restart it on the same bad FILE, in a loop.
+                    text = (
+                        str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+                    )
+                    self.err.write(f"error: {text}\n  keeping the last good state\n")
                     self.err.flush()
                     continue
                 self.say(f"{args.file} changed: {totals_of(first_plans(loaded, args.node))}")
-                before = controller.stats()
-                controller.update(loaded.resources)
                 if controller.is_leader():
                     self._wait(controller, before, 0, args.timeout)
                 last = controller.stats()

@@ -1,0 +1,130 @@
+"""Pool files are data: hostile ones get a ValidationError, within a time and memory budget,
+never code run, a crash or gigabytes (issue 23, item 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import resourceslice as rs
+from resourceslice import _poolfile
+
+
+def load(tmp_path: Path, text: str, name: str = "pools.yaml") -> rs.DriverResources:
+    path = tmp_path / name
+    path.write_text(text)
+    return rs.load_resources(path, node="n1")
+
+
+def template(name: str, **foreach: Any) -> str:
+    """A pool file of one ``foreach`` entry whose device is named ``name``."""
+    entry = {"foreach": foreach or {"i": 3}, "device": {"name": name}}
+    return yaml.safe_dump({"pools": {"p": {"devices": [entry]}}})
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("d-{i:{j.__class__.__mro__}}", "{i:{j.__class__.__mro__}}: the format spec must be plain"),
+        ("d-{i:{zzz}}", "{i:{zzz}}: the format spec must be plain"),
+        ("d-{i:>1000000000}", "{i:>1000000000}: the format spec must be plain"),
+        ("d-{i:.65f}", "{i:.65f}: the format spec must be plain"),
+        ("d-{i!r}", "{i!r}: only {name} or {name:spec}, no !conversion"),
+        ("d-{i.real}", "unknown placeholder {i.real} (foreach defines i)"),
+        ("d-{i[0]}", "unknown placeholder {i[0]} (foreach defines i)"),
+        ("d-{i:c}", "OverflowError"),
+    ],
+)
+def test_a_template_field_that_is_not_plain_is_refused(
+    tmp_path: Path, name: str, problem: str
+) -> None:
+    foreach = {"i": [10**30]} if problem == "OverflowError" else {"i": 3}
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, template(name, **foreach))
+    where = 'pools["p"].devices[0].device'
+    if problem == "OverflowError":
+        assert info.value.errors[0].startswith(f"{where}: ")
+    else:
+        assert info.value.errors == [f'{where}["name"]: {problem}' + _tail(problem)]
+
+
+def _tail(problem: str) -> str:
+    if "must be plain" in problem:
+        width = _poolfile.MAX_FORMAT_WIDTH
+        return f" (no nested fields), with a width and precision of at most {width}"
+    return ""
+
+
+def test_plain_fields_with_bounded_specs_are_filled(tmp_path: Path) -> None:
+    resources = load(tmp_path, template("d-{i:03d}-{i:>4}-{i:x}", i=[10, 11]))
+    assert [d["name"] for d in resources.pools["p"].devices or []] == [
+        "d-010-  10-a",
+        "d-011-  11-b",
+    ]
+
+
+def test_an_expansion_past_the_limit_is_refused_before_it_is_made(tmp_path: Path) -> None:
+    huge = template("d-{i}-{j}", i=10**12, j=10**12)
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, huge)
+    assert info.value.errors[0].startswith(
+        f'pools["p"].devices[0]: makes {10**24} devices of about '
+    )
+    # Few devices, each big: the size counts, not only the number.
+    big = yaml.safe_dump(
+        {
+            "pools": {
+                "p": {
+                    "devices": [
+                        {
+                            "foreach": {"i": 90_000},
+                            "device": {
+                                "name": "d-{i}",
+                                "attributes": {"a": {"string": "x" * 1000}},
+                            },
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    with pytest.raises(rs.ValidationError, match="devices of about"):
+        load(tmp_path, big)
+    # The budget is the file's: two templates under the limit each, over it together.
+    half = '[{foreach: {i: 60000}, device: {name: "d-{i}"}}]'
+    two = f"pools:\n  p: {{devices: {half}}}\n  q: {{devices: {half}}}\n"
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, two)
+    assert [e.split(":")[0] for e in info.value.errors] == ['pools["q"].devices[0]']
+
+
+def bomb(levels: int) -> str:
+    """The billion laughs: each level nine aliases of the one before."""
+    lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for n in range(1, levels + 1):
+        lines.append(f"l{n}: &l{n} [" + ",".join([f"*l{n - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (bomb(9), "line 2, column 10: YAML aliases (*name) are not allowed in a pool file"),
+        ("pools: &a {p: {devices: [*a]}}\n", "line 1, column 26: YAML aliases"),
+        ("[" * 100_000 + "]" * 100_000, "exceeded maximum nesting depth"),
+        ("pools: " + "[" * 70 + "]" * 70, f"nested more than {_poolfile.MAX_DEPTH} levels deep"),
+    ],
+)
+def test_yaml_aliases_and_deep_nesting_are_refused(tmp_path: Path, text: str, problem: str) -> None:
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, text)
+    assert problem in info.value.errors[0]
+
+
+def test_deep_json_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, "[" * 100_000 + "]" * 100_000, "pools.json")
+    assert info.value.errors == [f"nested more than {_poolfile.MAX_DEPTH} levels deep"]
