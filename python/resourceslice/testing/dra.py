@@ -307,6 +307,14 @@ class DRACluster:
             f"{self._resource}/deviceclasses", {"metadata": {"name": name}, "spec": spec}
         )
 
+    def _create_in(
+        self, namespace: str, resource: str, name: str, spec: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A resource.k8s.io object ``name`` of ``resource`` in ``namespace`` (made if new)."""
+        self._ensure_namespace(namespace)
+        path = f"{self._resource}/namespaces/{namespace}/{resource}"
+        return self.create(path, {"metadata": {"name": name}, "spec": spec})
+
     def _claim_spec(
         self, device_class: str, count: int, selectors: Sequence[str], request: str
     ) -> dict[str, Any]:
@@ -330,12 +338,8 @@ class DRACluster:
     ) -> dict[str, Any]:
         """A ResourceClaimTemplate asking for ``count`` devices of ``device_class`` in one
         request named ``request``; every pod using it gets a claim of its own."""
-        self._ensure_namespace(namespace)
-        body = {
-            "metadata": {"name": name},
-            "spec": {"spec": self._claim_spec(device_class, count, selectors, request)},
-        }
-        return self.create(f"{self._resource}/namespaces/{namespace}/resourceclaimtemplates", body)
+        spec = self._claim_spec(device_class, count, selectors, request)
+        return self._create_in(namespace, "resourceclaimtemplates", name, {"spec": spec})
 
     def create_claim(
         self,
@@ -348,12 +352,8 @@ class DRACluster:
         namespace: str = DEFAULT_NAMESPACE,
     ) -> dict[str, Any]:
         """A ResourceClaim (pods that name it share its devices)."""
-        self._ensure_namespace(namespace)
-        body = {
-            "metadata": {"name": name},
-            "spec": self._claim_spec(device_class, count, selectors, request),
-        }
-        return self.create(f"{self._resource}/namespaces/{namespace}/resourceclaims", body)
+        spec = self._claim_spec(device_class, count, selectors, request)
+        return self._create_in(namespace, "resourceclaims", name, spec)
 
     def create_pod(
         self,
