@@ -83,7 +83,7 @@ def read_document(path: Path) -> Any:
         if path.suffix.lower() == ".json":
             document = json.loads(text)
         else:
-            _refuse_aliases(text)
+            _refuse_aliases_and_depth(text)
             document = yaml.load(text, Loader=_YamlLoader)
     except json.JSONDecodeError as exc:
         raise ValidationError([f"line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
@@ -96,12 +96,21 @@ def read_document(path: Path) -> Any:
     return document
 
 
-def _refuse_aliases(text: str) -> None:
-    """A ValidationError at the first alias (``*name``): aliases share a node, so a few
-    hundred bytes of them expand to gigabytes once loaded, or loop forever. The events are
-    read before anything is built."""
+def _refuse_aliases_and_depth(text: str) -> None:
+    """A ValidationError at the first alias (``*name``), or past :data:`MAX_DEPTH` levels of
+    nesting, read from the parser's events before anything is built: aliases share a node,
+    so a few hundred bytes of them expand to gigabytes once loaded, or loop forever; and
+    the composer recurses per level (older PyYAML and libyaml set no limit, and a deep
+    document overflows the C stack)."""
+    depth = 0
     for event in yaml.parse(text, Loader=_YamlLoader):
-        if isinstance(event, yaml.AliasEvent):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ValidationError([f"nested more than {MAX_DEPTH} levels deep"])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
             mark = event.start_mark
             where = "" if mark is None else f"line {mark.line + 1}, column {mark.column + 1}: "
             raise ValidationError([f"{where}YAML aliases (*name) are not allowed in a pool file"])

@@ -114,14 +114,23 @@ def bomb(levels: int) -> str:
     [
         (bomb(9), "line 2, column 10: YAML aliases (*name) are not allowed in a pool file"),
         ("pools: &a {p: {devices: [*a]}}\n", "line 1, column 26: YAML aliases"),
-        ("[" * 100_000 + "]" * 100_000, "exceeded maximum nesting depth"),
+        # Refused from the parser's events, before the composer recurses (PyYAML 6.0 with its
+        # libyaml has no depth limit, and the interpreter crashed on this one), or by a newer
+        # libyaml's own limit, which its scanner meets first while looking ahead.
+        (
+            "[" * 100_000 + "]" * 100_000,
+            ("nested more than 64 levels deep", "exceeded maximum nesting depth"),
+        ),
         ("pools: " + "[" * 70 + "]" * 70, f"nested more than {_poolfile.MAX_DEPTH} levels deep"),
     ],
 )
-def test_yaml_aliases_and_deep_nesting_are_refused(tmp_path: Path, text: str, problem: str) -> None:
+def test_yaml_aliases_and_deep_nesting_are_refused(
+    tmp_path: Path, text: str, problem: str | tuple[str, ...]
+) -> None:
     with pytest.raises(rs.ValidationError) as info:
         load(tmp_path, text)
-    assert problem in info.value.errors[0]
+    expected = (problem,) if isinstance(problem, str) else problem
+    assert any(part in info.value.errors[0] for part in expected), info.value.errors
 
 
 def test_deep_json_is_refused(tmp_path: Path) -> None:
