@@ -19,6 +19,7 @@ Requests are read by ``Content-Length``; a chunked request body is not supported
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import struct
@@ -189,7 +190,7 @@ class FaultProxy:
                 connection.expect(fault)
                 with self._lock:
                     self._forwarded.append((method, path))
-                server.sendall(request)
+                connection.send(request)
         except OSError:
             return
         finally:
@@ -197,11 +198,19 @@ class FaultProxy:
 
 
 class _Connection:
-    """One client's connection and its own to the server: relays the answers, with faults."""
+    """One client's connection and its own to the server: relays the answers, with faults.
+
+    Requests go out on the serving thread while :meth:`answers` reads on its own, and one
+    TLS connection must not be used by two threads at once (OpenSSL's rule: a read and a
+    write that overlap lost a request now and then, which then never got an answer). So the
+    server's socket is non-blocking and every TLS call on it holds ``_io``, never a wait.
+    """
 
     def __init__(self, client: socket.socket, server: socket.socket) -> None:
         self._client = client
         self._server = server
+        server.setblocking(False)
+        self._io = threading.Lock()
         self._lock = threading.Lock()
         self._ended = threading.Event()
         self._fault = Fault()
@@ -212,10 +221,38 @@ class _Connection:
             self._fault = fault
             self._fresh = True
 
+    def send(self, request: bytes) -> None:
+        """Forward ``request`` to the server."""
+        rest = memoryview(request)
+        while rest:
+            with self._io:
+                try:
+                    sent = self._server.send(rest)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    sent = 0
+            if sent:
+                rest = rest[sent:]
+            elif self._ended.is_set():
+                raise OSError("fault proxy: the connection ended")
+            else:
+                select.select([], [self._server], [], 0.05)
+
+    def _receive(self) -> bytes:
+        """The server's next bytes; b"" at the end of its connection."""
+        while True:
+            with self._io:
+                try:
+                    return self._server.recv(65536)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    pass
+            if self._ended.is_set():
+                return b""
+            select.select([self._server], [], [], 0.05)
+
     def answers(self) -> None:
         try:
             while True:
-                data = self._server.recv(65536)
+                data = self._receive()
                 if not data:
                     return
                 with self._lock:
