@@ -22,6 +22,7 @@ See docs/kubelet-plugin.md, the README's driver and ``examples/``.
 from __future__ import annotations
 
 from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR, CDISpecWriter
+from resourceslice.kubeletplugin.claims import ResourceClaim
 from resourceslice.kubeletplugin.helper import Helper, start
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
@@ -42,7 +43,6 @@ from resourceslice.kubeletplugin.types import (
     Plugin,
     PrepareResult,
     PrepareResults,
-    ResourceClaim,
     UnprepareResults,
 )
 

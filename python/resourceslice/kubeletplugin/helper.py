@@ -47,6 +47,7 @@ from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2_grpc,
 )
 from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
+from resourceslice.kubeletplugin.claims import ResourceClaim
 from resourceslice.kubeletplugin.healthstream import health_servicer
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
@@ -67,7 +68,6 @@ from resourceslice.kubeletplugin.types import (
     HealthReporter,
     Plugin,
     PrepareResult,
-    ResourceClaim,
 )
 
 log = logging.getLogger("resourceslice.kubeletplugin")
@@ -263,12 +263,13 @@ class Helper:
             f"/resourceclaims/{quote(ref.name, safe='')}"
         )
         try:
-            claim: ResourceClaim = json.loads(self._get(path, deadline))
+            # In v1 whatever the cluster serves, as Go's helper hands its drivers v1 claims.
+            claim = cast(ResourceClaim, version.claim_to_v1(json.loads(self._get(path, deadline))))
         except ApiException as exc:
             if exc.status == 404:
                 raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
             raise
-        uid = claim.get("metadata", {}).get("uid")
+        uid = claim["metadata"].get("uid")
         if uid != ref.uid:
             raise ValueError(
                 f"claim {ref.namespace}/{ref.name} got replaced: UID {uid}, not {ref.uid}"

@@ -5,11 +5,9 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Protocol, Union
 
-#: A ResourceClaim as the apiserver returned it (REST JSON, the newest ``resource.k8s.io``
-#: version it serves), with ``status.allocation`` set.
-ResourceClaim = dict[str, Any]
+from resourceslice.kubeletplugin.claims import ResourceClaim
 
 
 @dataclass(frozen=True)
