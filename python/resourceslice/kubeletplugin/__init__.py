@@ -21,8 +21,16 @@ See docs/kubelet-plugin.md, the README's driver and ``examples/``.
 
 from __future__ import annotations
 
+from resourceslice.kubeletplugin.allocation import AllocatedDevice, allocated_devices, prepare_each
 from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR, CDISpecWriter
-from resourceslice.kubeletplugin.claims import ResourceClaim
+from resourceslice.kubeletplugin.claims import (
+    AllocationResult,
+    DeviceAllocationConfiguration,
+    DeviceRequestAllocationResult,
+    OpaqueDeviceConfiguration,
+    ResourceClaim,
+)
+from resourceslice.kubeletplugin.config import ConfigError, decode_config
 from resourceslice.kubeletplugin.helper import Helper, start
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
@@ -54,19 +62,28 @@ __all__ = [
     "HEALTH_V1ALPHA1",
     "KUBELET_PLUGINS_DIR",
     "KUBELET_REGISTRY_DIR",
+    "AllocatedDevice",
+    "AllocationResult",
     "CDISpecWriter",
     "ClaimRef",
+    "ConfigError",
     "Device",
+    "DeviceAllocationConfiguration",
     "DeviceHealth",
+    "DeviceRequestAllocationResult",
     "HealthNotSupportedError",
     "HealthReporter",
     "HealthStatus",
     "Helper",
+    "OpaqueDeviceConfiguration",
     "Plugin",
     "PrepareResult",
     "PrepareResults",
     "ResourceClaim",
     "UnprepareResults",
+    "allocated_devices",
+    "decode_config",
+    "prepare_each",
     "rolling_update_registrar_socket",
     "start",
 ]
