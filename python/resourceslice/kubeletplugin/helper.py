@@ -213,6 +213,14 @@ class Helper:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    async def __aenter__(self) -> Helper:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # stop() waits for the calls in flight, and a coroutine callback among them ends only
+        # if this loop goes on: it runs on a thread meanwhile.
+        await asyncio.to_thread(self.stop)
+
     def wait_registered(self, timeout: float | None = None) -> bool:
         """Block until kubelet reported a successful registration (True), or time out."""
         return self._registered.wait(timeout)
@@ -422,7 +430,10 @@ def start(
     speaks v1, 1.32-1.33 only v1beta1). ``health``: offer the health service; by default when
     ``plugin`` has ``watch_health``.
 
-    ``loop``: the event loop for coroutine callbacks (by default a thread with its own).
+    ``loop``: the event loop for coroutine callbacks: by default the running loop when
+    called in a coroutine (then prefer ``async with``, whose exit stops the helper without
+    blocking that loop), else a thread with a loop of its own (see the package doc for which
+    thread runs what).
     ``error_handler(exc, message)``: failed callbacks, registration refused, the controller's
     errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
     (an open health stream holds one).
@@ -456,6 +467,12 @@ def start(
     # asking.
     if health:
         services += [HEALTH_V1, HEALTH_V1ALPHA1]
+    if loop is None:
+        # Started in a coroutine (``async with kubeletplugin.start(...)``): coroutine callbacks
+        # run on that loop, where the driver's own loop-bound objects (locks, queues, clients)
+        # work; a private loop would fail them.
+        with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
     lock_file = None
     if rolling_update_uid:
         lock_file = Path(lock_dir or plugin_data_dir) / "serialize.lock"
