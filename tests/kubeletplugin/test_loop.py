@@ -25,13 +25,15 @@ class LoopBoundPlugin:
 
     def __init__(self, ready: asyncio.Future[None]) -> None:
         self.ready = ready
+        self.entered = threading.Event()
         self.ran_on: list[tuple[asyncio.AbstractEventLoop, int]] = []
 
     async def prepare_resource_claims(
         self, claims: list[kubeletplugin.ResourceClaim]
     ) -> dict[str, kubeletplugin.PrepareResult]:
         self.ran_on.append((asyncio.get_running_loop(), threading.get_ident()))
-        await self.ready  # a future of another loop would raise here
+        self.entered.set()
+        await self.ready  # pending: a future of another loop would raise here
         return kubeletplugin.prepare_each(
             claims, lambda c: [d.prepared() for d in kubeletplugin.allocated_devices(c, DRIVER)]
         )
@@ -59,9 +61,11 @@ def test_async_with_runs_coroutine_callbacks_on_the_running_loop(
             plugin_data_dir=str(node_dir / "plugins"),
         ):
             await asyncio.to_thread(kubelet.wait_registered, DRIVER)
-            plugin.ready.set_result(None)
             # kubelet's calls block: on a thread, while this loop serves the callbacks.
-            answer = await asyncio.to_thread(kubelet.prepare, DRIVER, [claim])
+            call = asyncio.create_task(asyncio.to_thread(kubelet.prepare, DRIVER, [claim]))
+            assert await asyncio.to_thread(plugin.entered.wait, 60)
+            plugin.ready.set_result(None)
+            answer = await call
             assert answer["claims"][uid(claim)]["error"] == ""
             assert [d["deviceName"] for d in answer["claims"][uid(claim)]["devices"]] == ["dev-0"]
             answer = await asyncio.to_thread(kubelet.unprepare, DRIVER, [claim])
