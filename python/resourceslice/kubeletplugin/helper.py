@@ -74,7 +74,8 @@ log = logging.getLogger("resourceslice.kubeletplugin")
 
 
 class Helper:
-    """A running kubelet plugin: built by :func:`start`; ``stop()`` or ``with`` ends it.
+    """A running kubelet plugin: built by :func:`start`; ``stop()``, ``with`` or ``async with``
+    ends it.
 
     ``registrar_socket_path`` and ``plugin_socket_path`` are where it serves, ``services``
     what it offers kubelet, ``registration_status`` what kubelet answered last.
