@@ -47,6 +47,7 @@ from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2_grpc,
 )
 from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
+from resourceslice.kubeletplugin.claims import ResourceClaim
 from resourceslice.kubeletplugin.healthstream import health_servicer
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
@@ -67,14 +68,14 @@ from resourceslice.kubeletplugin.types import (
     HealthReporter,
     Plugin,
     PrepareResult,
-    ResourceClaim,
 )
 
 log = logging.getLogger("resourceslice.kubeletplugin")
 
 
 class Helper:
-    """A running kubelet plugin: built by :func:`start`; ``stop()`` or ``with`` ends it.
+    """A running kubelet plugin: built by :func:`start`; ``stop()``, ``with`` or ``async with``
+    ends it.
 
     ``registrar_socket_path`` and ``plugin_socket_path`` are where it serves, ``services``
     what it offers kubelet, ``registration_status`` what kubelet answered last.
@@ -213,6 +214,14 @@ class Helper:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    async def __aenter__(self) -> Helper:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # stop() waits for the calls in flight, and a coroutine callback among them ends only
+        # if this loop goes on: it runs on a thread meanwhile.
+        await asyncio.to_thread(self.stop)
+
     def wait_registered(self, timeout: float | None = None) -> bool:
         """Block until kubelet reported a successful registration (True), or time out."""
         return self._registered.wait(timeout)
@@ -263,12 +272,13 @@ class Helper:
             f"/resourceclaims/{quote(ref.name, safe='')}"
         )
         try:
-            claim: ResourceClaim = json.loads(self._get(path, deadline))
+            # In v1 whatever the cluster serves, as Go's helper hands its drivers v1 claims.
+            claim = cast(ResourceClaim, version.claim_to_v1(json.loads(self._get(path, deadline))))
         except ApiException as exc:
             if exc.status == 404:
                 raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
             raise
-        uid = claim.get("metadata", {}).get("uid")
+        uid = claim["metadata"].get("uid")
         if uid != ref.uid:
             raise ValueError(
                 f"claim {ref.namespace}/{ref.name} got replaced: UID {uid}, not {ref.uid}"
@@ -421,7 +431,10 @@ def start(
     speaks v1, 1.32-1.33 only v1beta1). ``health``: offer the health service; by default when
     ``plugin`` has ``watch_health``.
 
-    ``loop``: the event loop for coroutine callbacks (by default a thread with its own).
+    ``loop``: the event loop for coroutine callbacks: by default the running loop when
+    called in a coroutine (then prefer ``async with``, whose exit stops the helper without
+    blocking that loop), else a thread with a loop of its own (see the package doc for which
+    thread runs what).
     ``error_handler(exc, message)``: failed callbacks, registration refused, the controller's
     errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
     (an open health stream holds one).
@@ -455,6 +468,12 @@ def start(
     # asking.
     if health:
         services += [HEALTH_V1, HEALTH_V1ALPHA1]
+    if loop is None:
+        # Started in a coroutine (``async with kubeletplugin.start(...)``): coroutine callbacks
+        # run on that loop, where the driver's own loop-bound objects (locks, queues, clients)
+        # work; a private loop would fail them.
+        with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
     lock_file = None
     if rolling_update_uid:
         lock_file = Path(lock_dir or plugin_data_dir) / "serialize.lock"
