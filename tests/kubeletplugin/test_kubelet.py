@@ -222,6 +222,39 @@ def test_driver_restart(node: Node, kubelet: KubeletHarness) -> None:
     assert restarted.prepared == {uid(claim)}
 
 
+def test_a_replaced_instance_leaves_the_new_ones_sockets(
+    node: Node, kubelet: KubeletHarness
+) -> None:
+    """A DaemonSet rollout without rolling_update_uid: the new pod binds the old pod's
+    socket paths while the old one runs. The old pod's stop leaves them, and kubelet keeps
+    calling the new one."""
+    old = node.start()
+    kubelet.wait_registered(node.driver)
+    seen = len(kubelet.events())
+    new_plugin = RecordingPlugin(node.driver)
+    new = node.start(new_plugin)
+    kubelet.wait_registered(node.driver, after=seen)
+    old.stop()
+    assert Path(new.registrar_socket_path).is_socket() and Path(new.plugin_socket_path).is_socket()
+    # kubelet handles the registry's changes in order: once it registered a driver started
+    # after the stop, a removal made by the stop would have unregistered node.driver first.
+    seen = len(kubelet.events())
+    later = f"later-{node.driver}"
+    with kubeletplugin.start(
+        RecordingPlugin(later),
+        driver=later,
+        api_client=node.client,
+        registrar_dir=str(node.dir / "registry"),
+        plugin_data_dir=str(node.dir / "plugins" / later),
+    ):
+        kubelet.wait_registered(later, after=seen)
+        events = kubelet.events()[seen:]
+        assert [e for e in events if e == {**e, "event": "deregister", "driver": node.driver}] == []
+        claim = node.claim("one", ["dev-0"])
+        assert devices_of(kubelet.prepare(node.driver, [claim]), claim) == ["dev-0"]
+        assert new_plugin.prepared == {uid(claim)}
+
+
 def test_v1beta1_only(node: Node, kubelet: KubeletHarness) -> None:
     """A plugin offering only v1beta1 (kubelet 1.32/1.33's version) is called in v1beta1."""
     node.start(node_v1=False)

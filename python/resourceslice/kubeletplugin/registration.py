@@ -17,6 +17,7 @@ from typing import Protocol
 
 import grpc
 
+from resourceslice._pycore.validate import MAX_DRIVER_LENGTH, is_dns_subdomain
 from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
@@ -35,6 +36,22 @@ HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
 
 #: A Unix socket path is at most this long, its terminating NUL included (sun_path).
 UNIX_PATH_MAX = 108
+
+
+def check_driver_name(driver: str) -> None:
+    """ValueError unless ``driver`` is a DNS subdomain in lower case, of at most 63 characters.
+
+    The name goes into the sockets', the lock's and the CDI specs' paths: checked before
+    any is built, "/etc" or "../x" can never reach one. The apiserver's own rule (the limit
+    of a driver name in a ResourceSlice), but stricter on case: it lower-cases a name
+    before checking, and only warns about upper case, while a path is taken as written.
+    """
+    if not (len(driver) <= MAX_DRIVER_LENGTH and is_dns_subdomain(driver)):
+        raise ValueError(
+            f"driver name {driver!r} is not a DNS subdomain in lower case of at most "
+            f"{MAX_DRIVER_LENGTH} characters (letters, digits, '-' and '.'; a letter or "
+            "digit at both ends of each dot-separated part)"
+        )
 
 
 def rolling_update_registrar_socket(registry_dir: str, driver: str, uid: str) -> str:
