@@ -47,9 +47,8 @@ class Node:
         Path(kwargs["registrar_dir"]).mkdir(exist_ok=True)  # kubelet's, made by kubelet
         kwargs.setdefault("plugin_data_dir", str(self.dir / "plugins" / self.driver))
         kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
-        helper = kubeletplugin.start(
-            plugin or self.plugin, driver=self.driver, api_client=self.client, **kwargs
-        )
+        kwargs.setdefault("api_client", self.client)
+        helper = kubeletplugin.start(plugin or self.plugin, driver=self.driver, **kwargs)
         self.helpers.append(helper)
         return helper
 
@@ -174,6 +173,24 @@ def test_claim_with_the_wrong_uid(node: Node, kubelet: KubeletHarness) -> None:
     assert claims[uid(old)]["devices"] == []
     assert "not found" in claims["0000-missing"]["error"]
     assert [[uid(c) for c in call] for call in node.plugin.prepare_calls] == [[uid(good)]]
+
+
+def test_a_refused_claim_read_reaches_kubelet_as_one_line(
+    node: Node, kubelet: KubeletHarness, kube_cluster: TestCluster
+) -> None:
+    """The plugin's identity may not read claims: kubelet gets the status and the
+    apiserver's message, not the client's exception with the response's headers."""
+    with kube_cluster.api_client("driver") as unprivileged:  # no RBAC rights of its own
+        node.start(api_client=unprivileged)
+        kubelet.wait_registered(node.driver)
+        claim = node.claim("denied", ["dev-0"])
+        error = kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]["error"]
+    name = claim["metadata"]["name"]
+    assert error == (
+        f'403 resourceclaims.resource.k8s.io "{name}" is forbidden: User "driver" cannot get '
+        'resource "resourceclaims" in API group "resource.k8s.io" in the namespace "default"'
+    )
+    assert node.plugin.prepare_calls == []
 
 
 def test_callback_that_raises(node: Node, kubelet: KubeletHarness) -> None:
