@@ -16,7 +16,6 @@ follows its behaviour and defaults (read there for facts).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -56,12 +55,13 @@ from resourceslice.kubeletplugin.registration import (
     HEALTH_V1ALPHA1,
     KUBELET_PLUGINS_DIR,
     KUBELET_REGISTRY_DIR,
-    UNIX_PATH_MAX,
     Registrar,
+    check_driver_name,
     rolling_update_registrar_socket,
 )
 from resourceslice.kubeletplugin.serialize import Serializer
 from resourceslice.kubeletplugin.service import DRAService, error_text
+from resourceslice.kubeletplugin.sockets import SocketId, listen, remove_if_ours
 from resourceslice.kubeletplugin.types import (
     ClaimRef,
     DeviceHealth,
@@ -122,14 +122,13 @@ class Helper:
         self._max_workers = max_workers
         self._controller: Controller | None = None
         self._controller_lock = threading.Lock()
-        self._servers: list[tuple[grpc.Server, str]] = []
+        #: Each server, its socket's path, and the socket file it bound there.
+        self._servers: list[tuple[grpc.Server, str, SocketId]] = []
         self._stopped = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _serve(self, path: str, register: Callable[[grpc.Server], None]) -> None:
-        if len(path) >= UNIX_PATH_MAX:
-            raise ValueError(f"socket path {path} is longer than a Unix socket allows")
         # The driver's own data directory is made if missing; kubelet's registration
         # directory is not (Go's helper makes neither): a socket in a directory of our own
         # making would never be seen by kubelet, a missing host mount made silent.
@@ -140,15 +139,9 @@ class Helper:
                 "(is it mounted from the host? see registrar_dir)"
             )
         directory.mkdir(parents=True, exist_ok=True)
-        # A socket left behind by a crashed instance would make the bind fail.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers))
         register(server)
-        if server.add_insecure_port(f"unix://{path}") == 0:
-            raise OSError(f"cannot listen on {path}")
-        server.start()
-        self._servers.append((server, path))
+        self._servers.append((server, path, listen(server, path)))
 
     def _start(self) -> None:
         dra = DRAService(self)
@@ -198,10 +191,9 @@ class Helper:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        for server, path in reversed(self._servers):
+        for server, path, socket_id in reversed(self._servers):
             server.stop(grace=None).wait()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            remove_if_ours(path, socket_id)
         self._servers.clear()
         with self._controller_lock:
             if self._controller is not None:
@@ -414,12 +406,16 @@ def start(
 ) -> Helper:
     """Serve ``plugin`` to kubelet and register it; returns the running :class:`Helper`.
 
+    ``driver``: a DNS subdomain in lower case (ValueError otherwise): it names the paths.
     ``api_client``: reads the claims kubelet names, and publishes (``publish_resources``).
     ``node_name`` (and optionally ``node_uid``): the node, owner of the published slices.
 
     Sockets: registration at ``<registrar_dir>/<driver>-reg.sock``, the DRA service at
     ``<plugin_data_dir>/dra.sock``, with ``plugin_data_dir`` by default
-    ``/var/lib/kubelet/plugins/<driver>`` (kubelet's defaults; names can be overridden).
+    ``/var/lib/kubelet/plugins/<driver>`` (kubelet's defaults; names can be overridden). A
+    stale socket at either path is replaced, anything else there is a FileExistsError; at
+    stop, a path is removed only while it is still this instance's socket
+    (:mod:`~resourceslice.kubeletplugin.sockets`).
 
     ``rolling_update_uid``: the pod's UID (downward API). Then the sockets carry it, so the
     old and new pod of a DaemonSet's rolling update can both be registered (kubelet calls the
@@ -442,6 +438,8 @@ def start(
     if api_client is None:
         # As Go's helper refuses to start without a client: claims are read with it.
         raise ValueError("api_client must be given: kubelet's claims are read with it")
+    # First: every default path below is made of the name.
+    check_driver_name(driver)
     if rolling_update_uid and registrar_socket:
         raise ValueError("rolling_update_uid and registrar_socket exclude each other")
     if registrar_socket is None:
