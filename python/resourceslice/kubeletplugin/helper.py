@@ -16,6 +16,7 @@ follows its behaviour and defaults (read there for facts).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
