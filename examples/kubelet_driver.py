@@ -67,7 +67,7 @@ class DemoDriver:
     def prepare_claim(self, claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
         # This driver's devices only (a claim can hold other drivers' too), each with the
         # configuration that wins for it: the claim's over its DeviceClass's.
-        devices = kubeletplugin.allocated_devices(claim, DRIVER, DemoConfig)
+        devices = kubeletplugin.allocated_devices(claim, self.cdi.driver, DemoConfig)
         edits = {d.name: self.container_edits(d.name, d.config) for d in devices}
         cdi_ids = self.cdi.write_claim(claim["metadata"]["uid"], edits)
         return [d.prepared([cdi_ids[d.name]]) for d in devices]

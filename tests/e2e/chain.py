@@ -51,7 +51,7 @@ class EnvDriver(load_example().DemoDriver):  # type: ignore[misc]
     def env_of(device: str) -> str:
         return f"DEVICE_{device.replace('-', '_')}=1"
 
-    def container_edits(self, device: str) -> dict[str, Any]:
+    def container_edits(self, device: str, config: Any) -> dict[str, Any]:
         return {"env": [self.env_of(device)]}
 
     def prepare_resource_claims(
