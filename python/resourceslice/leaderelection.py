@@ -151,9 +151,10 @@ class LeaderElector:
     distinct failure until one succeeds) and of lost leadership (:class:`LeadershipLostError`).
     :meth:`remaining` is what a write checks just before it is sent.
 
-    ``shared``: replicas that use the same identity hold the Lease together, each renewing
-    it with a write of its own (its term counts from that write, so the standard argument
-    holds for each of them), and none ever releases it.
+    ``shared``: the replicas that hold the Lease under the same ``holder`` (instead of
+    their own identity) hold it together, each renewing it with a write of its own (its term
+    counts from that write, so the standard argument holds for each of them), and none ever
+    releases it.
     """
 
     def __init__(
@@ -171,7 +172,6 @@ class LeaderElector:
     ) -> None:
         self.config = config
         self._labels = labels
-        # ``holder``: the holderIdentity a shared Lease is held under, instead of ours.
         self.identity = holder or config.identity or default_identity()
         self.lease = f"{config.namespace}/{config.name}"
         self._client = api_client
