@@ -69,19 +69,11 @@ AUDIT_POLICY = {
 
 
 @pytest.fixture(scope="module")
-def audited_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
-    directory = tmp_path_factory.mktemp("audit")
-    policy = directory / "policy.yaml"
-    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+def audited_cluster() -> Iterator[TestCluster]:
     cluster = start_cluster(
         extra_users=[f"{name}=system:masters" for name in (*REPLICAS, *sum(ROLLOUT.values(), ()))],
-        extra_args=(
-            f"--audit-policy-file={policy}",
-            f"--audit-log-path={directory / 'audit.log'}",
-            "--audit-log-mode=blocking",  # each event is on disk before its response
-        ),
+        audit_policy=AUDIT_POLICY,
     )
-    cluster.audit_log = directory / "audit.log"  # type: ignore[attr-defined]
     try:
         yield cluster
     finally:
@@ -335,7 +327,7 @@ class Scenario:
 def test_three_replicas_through_kill_restart_and_pause(
     audited_cluster: TestCluster, tmp_path: Path
 ) -> None:
-    log: Path = audited_cluster.audit_log  # type: ignore[attr-defined]
+    log = audited_cluster.audit_log
     scenario = Scenario(audited_cluster, tmp_path / "pools.yaml", log)
     try:
         scenario.edit()
@@ -439,7 +431,7 @@ def sharded_pools(revision: int) -> dict[str, list[dict[str, Any]]]:
 def test_three_replicas_twelve_shards_one_killed(
     audited_cluster: TestCluster, tmp_path: Path
 ) -> None:
-    log: Path = audited_cluster.audit_log  # type: ignore[attr-defined]
+    log = audited_cluster.audit_log
     audit = AuditLog(log)
     path = tmp_path / "pools.yaml"
     revision = 1
@@ -585,7 +577,7 @@ def test_a_rolling_change_of_shards_one_to_four_to_three(
     """A Deployment's rolling update that changes ``--shards``: the new replicas start while
     the old ones run, then the old ones stop (SIGTERM) one by one; the pool file is edited
     at every step. The audit log shows at most one writer per pool at every moment."""
-    log: Path = audited_cluster.audit_log  # type: ignore[attr-defined]
+    log = audited_cluster.audit_log
     audit = AuditLog(log)
     mark = len(audit.read())
     path = tmp_path / "pools.yaml"
