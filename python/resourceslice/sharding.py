@@ -219,8 +219,8 @@ class ShardedElector:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        # A shard's own thread (stop() called from its handler) stops it itself: a helper
-        # thread would wait for it to end.
+        # An elector's own thread (stop() called from its handler) stops it itself: a
+        # helper thread would wait for it to end.
         electors = [*self._shards, self.in_force]
         own = [elector for elector in electors if elector.on_own_thread()]
         stopping = [
