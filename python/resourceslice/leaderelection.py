@@ -49,6 +49,10 @@ log = logging.getLogger("resourceslice")
 #: candidates started together do not keep colliding.
 JITTER_FACTOR = 1.2
 
+#: The holderIdentity of the Lease ``<name>`` while replicas with ``shards=K`` > 1 hold it
+#: together, K appended. A plain leader (K = 1) holds it under its own identity.
+SHARDS_HOLDER = "resourceslice.io/shards="
+
 
 @dataclass(frozen=True)
 class LeaderElection:
@@ -63,6 +67,8 @@ class LeaderElection:
     between renewals, and (with jitter) between a standby's attempts. ``shards``: more than
     one splits the pools into that many shards, each a Lease of its own
     (``<name>-shard-<i>``), spread over the replicas (see :mod:`resourceslice.sharding`).
+    Replicas with different ``shards`` may overlap (a rollout that changes it): the Lease
+    ``<name>`` says which number is in force, and only the replicas using it write.
     """
 
     namespace: str
@@ -81,6 +87,11 @@ class LeaderElection:
         ]
         if self.identity is not None and not self.identity:
             problems.append("identity must not be empty (None picks one)")
+        if self.identity is not None and self.identity.startswith(SHARDS_HOLDER):
+            problems.append(
+                f"identity must not start with {SHARDS_HOLDER!r}: sharded replicas hold "
+                f"their group's Lease under that name"
+            )
         if not (self.lease_duration >= 1 and float(self.lease_duration).is_integer()):
             problems.append(
                 f"lease_duration must be whole seconds, at least 1 (the Lease holds whole "
@@ -139,6 +150,11 @@ class LeaderElector:
     leader or stops being it; ``on_error`` is told of failed Lease requests (once per
     distinct failure until one succeeds) and of lost leadership (:class:`LeadershipLostError`).
     :meth:`remaining` is what a write checks just before it is sent.
+
+    ``shared``: the replicas that hold the Lease under the same ``holder`` (instead of
+    their own identity) hold it together, each renewing it with a write of its own (its term
+    counts from that write, so the standard argument holds for each of them), and none ever
+    releases it.
     """
 
     def __init__(
@@ -151,10 +167,12 @@ class LeaderElector:
         clock: Clock | None = None,
         labels: dict[str, str] | None = None,
         acquires: bool = True,
+        shared: bool = False,
+        holder: str | None = None,
     ) -> None:
         self.config = config
         self._labels = labels
-        self.identity = config.identity or default_identity()
+        self.identity = holder or config.identity or default_identity()
         self.lease = f"{config.namespace}/{config.name}"
         self._client = api_client
         self._clock = clock or MonotonicClock()
@@ -167,6 +185,10 @@ class LeaderElector:
         # Whether the thread tries to take the Lease, or only renews it while held (a
         # shard's Lease: the sharding round decides which to take).
         self._acquires = acquires
+        # Whether other replicas hold the Lease under the same holderIdentity (a sharded
+        # group's Lease, see resourceslice.sharding): then it is never released, since a
+        # release would end their terms as well as ours while they may still be writing.
+        self._shared = shared
         self._lock = threading.Lock()
         # One attempt at a time: the thread's renewals and a sharding round's take.
         self._attempt_lock = threading.Lock()
@@ -249,8 +271,11 @@ class LeaderElector:
         timed out) may still be applied by the server at any moment; no margin we could
         pick bounds that, so the Lease is then left to expire: standbys wait
         ``lease_duration`` from the last renewal they saw, ``lease_duration -
-        renew_deadline`` after the last moment we could have sent anything.
+        renew_deadline`` after the last moment we could have sent anything. A shared
+        Lease is never released: it lapses once the last replica sharing it stops renewing.
         """
+        if self._shared:
+            return
         with self._lock:
             unsafe = self._writes_in_flight > 0 or self._unanswered
         if unsafe:
@@ -512,7 +537,12 @@ class LeaderElector:
         self, lease: dict[str, Any], spec: dict[str, Any], deadline: float
     ) -> dict[str, Any]:
         # The whole object as read, resourceVersion included: the update fails with 409 if
-        # anyone wrote the Lease since.
+        # anyone wrote the Lease since. Our labels replace theirs: a shard's Lease taken
+        # under another number of shards says so.
+        if self._labels:
+            metadata = lease.get("metadata") or {}
+            labels = {**(metadata.get("labels") or {}), **self._labels}
+            lease = {**lease, "metadata": {**metadata, "labels": labels}}
         return self._send("PUT", self._path, {**lease, "spec": spec}, deadline)
 
     def _send(

@@ -18,6 +18,20 @@ gives shards back; when another replica is starved the most loaded one gives one
 least loaded take free shards (never created, released, or expired: a dead replica's shards
 expire ``lease_duration`` after its last renewal, as its membership does). Shares end
 within one of each other.
+
+Replicas with different K (a rollout that changes it) would map one pool to shards held by
+two of them. So K is recorded where every replica reads it on every attempt: the holder of
+the group's Lease ``<name>``, the Lease of plain leader election. A plain leader (K = 1)
+holds it under its own identity; the replicas of a sharded group hold it together under
+``resourceslice.io/shards=K`` (:data:`~resourceslice.leaderelection.SHARDS_HOLDER`), each
+renewing it with a write of its own. A replica writes a pool only while it holds both that
+Lease and the pool's shard, so the write deadline of either ends its writes; it takes
+shards only while it holds the group's Lease, and gives them back when it loses it.
+Replicas with another K therefore write nothing until the Lease is theirs: taken once it
+was released (a plain leader that stopped) or went unrenewed for ``lease_duration``, the
+same rule and the same proof as plain leader election, with the holder standing for a
+number of shards instead of a replica. A sharded group never releases it: a replica that
+stops cannot know that none of the others still writes under it.
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ from kubernetes.client import ApiClient
 from resourceslice._http import REQUEST_TIMEOUT, request
 from resourceslice.leaderelection import (
     JITTER_FACTOR,
+    SHARDS_HOLDER,
     LeaderElection,
     LeaderElector,
     NotLeaderError,
@@ -47,6 +62,8 @@ log = logging.getLogger("resourceslice")
 
 #: On every Lease of a sharded group, so that one list finds them all.
 GROUP_LABEL = "resourceslice.io/lease-group"
+#: On the membership and shard Leases: the number of shards of the replica that wrote them.
+SHARDS_LABEL = "resourceslice.io/shards"
 
 
 def shard_of(pool: str, shards: int) -> int:
@@ -102,8 +119,20 @@ class ShardedElector:
         self._clock = clock or MonotonicClock()
         self._on_error = on_error
         self._group = _digest(f"{config.namespace}/{config.name}")
-        labels = {GROUP_LABEL: self._group}
+        labels = {GROUP_LABEL: self._group, SHARDS_LABEL: str(config.shards)}
         self.identity = config.identity or default_identity()
+        # The group's Lease, held with every replica of the same K: see the module's doc.
+        self.in_force = LeaderElector(
+            api_client,
+            _lease(config, config.name),
+            on_change=self._in_force_changed,
+            on_error=on_error,
+            clock=self._clock,
+            labels={GROUP_LABEL: self._group},
+            acquires=False,
+            shared=True,
+            holder=f"{SHARDS_HOLDER}{config.shards}",
+        )
         self.member = LeaderElector(
             api_client,
             _lease(config, f"{config.name}-member-{_digest(self.identity)}", self.identity),
@@ -132,6 +161,11 @@ class ShardedElector:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def _in_force_changed(self, leading: bool) -> None:
+        if not leading:  # another K may take over: our shards are not ours to write
+            for shard in self._shards:
+                shard.give_up()
+
     def _changed(
         self, shard: int, on_change: Callable[[bool, Callable[[str], bool]], None]
     ) -> Callable[[bool], None]:
@@ -143,11 +177,12 @@ class ShardedElector:
     # -- what the controller asks ---------------------------------------------------------
 
     def holds(self, pool: str) -> bool:
-        return self._shards[shard_of(pool, self.config.shards)].is_leader()
+        shard = self._shards[shard_of(pool, self.config.shards)]
+        return self.in_force.is_leader() and shard.is_leader()
 
     def is_leader(self) -> bool:
-        """Whether this replica holds at least one shard."""
-        return any(shard.is_leader() for shard in self._shards)
+        """Whether this replica holds at least one shard (and its K is in force)."""
+        return self.in_force.is_leader() and any(shard.is_leader() for shard in self._shards)
 
     def held(self) -> list[int]:
         return [i for i, shard in enumerate(self._shards) if shard.is_leader()]
@@ -155,7 +190,11 @@ class ShardedElector:
     def write_budget(self, pool: str | None = None) -> float:
         if pool is None:
             raise NotLeaderError("a write of a sharded controller outside a pool's sync")
-        return self._shards[shard_of(pool, self.config.shards)].write_budget()
+        # Both terms must last until the write's answer: the shard's and the group's.
+        in_force = self.in_force.remaining()
+        if in_force <= 0:
+            raise NotLeaderError(f"{self.identity}: shards={self.config.shards} not in force")
+        return min(in_force, self._shards[shard_of(pool, self.config.shards)].write_budget())
 
     def write_ended(self, pool: str | None, answered: bool) -> None:
         if pool is not None:
@@ -164,13 +203,14 @@ class ShardedElector:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        for elector in (self.member, *self._shards):
+        for elector in (self.in_force, self.member, *self._shards):
             elector.start()
         self._thread = threading.Thread(target=self._run, name="resourceslice-shards", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Give every shard back (successors take them at once), then the membership.
+        """Give every shard back (successors take them at once), then the membership;
+        stop renewing the group's Lease (never released: see the module's doc).
 
         The shards are stopped together, each release bounded by the renew deadline, so
         that stopping takes one deadline at most, not one per shard.
@@ -179,18 +219,19 @@ class ShardedElector:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        # A shard's own thread (stop() called from its handler) stops it itself: a helper
-        # thread would wait for it to end.
-        own = [shard for shard in self._shards if shard.on_own_thread()]
+        # An elector's own thread (stop() called from its handler) stops it itself: a
+        # helper thread would wait for it to end.
+        electors = [*self._shards, self.in_force]
+        own = [elector for elector in electors if elector.on_own_thread()]
         stopping = [
-            threading.Thread(target=shard.stop, name="resourceslice-shard-stop", daemon=True)
-            for shard in self._shards
-            if shard not in own
+            threading.Thread(target=elector.stop, name="resourceslice-shard-stop", daemon=True)
+            for elector in electors
+            if elector not in own
         ]
         for stopper in stopping:
             stopper.start()
-        for shard in own:
-            shard.stop()
+        for elector in own:
+            elector.stop()
         for stopper in stopping:
             stopper.join()
         self.member.stop()
@@ -207,10 +248,15 @@ class ShardedElector:
     # -- one round ------------------------------------------------------------------------
 
     def round(self) -> None:
-        """Take or give back shards toward a fair share (renewals run on their own)."""
+        """Take or give back shards toward a fair share (renewals run on their own), once
+        this replica holds the group's Lease: K in force."""
         for shard in self._shards:
             shard.release_if_due()
         holders = self._observe(self._list())
+        if self._stopping.is_set():
+            return
+        if not (self.in_force.is_leader() or self.in_force.try_acquire_or_renew()):
+            return  # a plain leader, or replicas with another K, hold the group's Lease
         held = {identity: 0 for identity in self._live_members()}
         held[self.identity] = 0
         for holder in holders:
@@ -251,8 +297,11 @@ class ShardedElector:
         now = self._clock.now()
         members: dict[str, tuple[dict[str, Any], float]] = {}
         prefix = f"{self.config.name}-member-"
+        shards = str(self.config.shards)
         for name, lease in by_name.items():
-            if name.startswith(prefix):
+            # Replicas with another K do not share our shards (nor write while we do).
+            labels = lease["metadata"].get("labels") or {}
+            if name.startswith(prefix) and labels.get(SHARDS_LABEL, shards) == shards:
                 spec = lease.get("spec") or {}
                 seen = self._members.get(name)
                 members[name] = (spec, seen[1] if seen and seen[0] == spec else now)

@@ -25,6 +25,8 @@ def test_defaults_are_client_gos() -> None:
         ({"namespace": ""}, "namespace must not be empty"),
         ({"name": ""}, "name must not be empty"),
         ({"identity": ""}, "identity must not be empty"),
+        # A plain leader under that name would be taken for a sharded group's replicas.
+        ({"identity": "resourceslice.io/shards=4"}, "identity must not start with"),
         ({"lease_duration": 2.5}, "lease_duration must be whole seconds"),
         ({"lease_duration": 0}, "lease_duration must be whole seconds"),
         # The leader must stop before anyone may take over.

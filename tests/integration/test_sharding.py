@@ -8,7 +8,8 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from resourceslice.sharding import GROUP_LABEL
+from resourceslice.leaderelection import LeaderElector
+from resourceslice.sharding import GROUP_LABEL, ShardedElector
 from resourceslice.testing import wait_until
 
 from .controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
@@ -83,3 +84,58 @@ def test_replicas_share_the_shards_and_move_them_without_writes(env: ControllerE
     leases.delete_collection_namespaced_lease(
         NAMESPACE, label_selector=f"{GROUP_LABEL}={group[GROUP_LABEL]}"
     )
+
+
+def test_only_one_number_of_shards_is_in_force(kube_client: kubernetes.client.ApiClient) -> None:
+    """A sharded replica takes no shard (so writes no pool) while a plain leader holds the
+    group's Lease, nor while replicas with another number of shards do, until it lapses."""
+    name = "in-force"
+    timings = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.4}
+
+    def sharded(identity: str, shards: int) -> ShardedElector:
+        return ShardedElector(
+            kube_client,
+            rs.LeaderElection(NAMESPACE, name, identity=identity, shards=shards, **timings),
+            on_change=lambda leading, covers: None,
+            on_error=lambda exc, _: None,
+        )
+
+    def plain(identity: str) -> LeaderElector:
+        return LeaderElector(
+            kube_client,
+            rs.LeaderElection(NAMESPACE, name, identity=identity, **timings),
+            on_change=lambda leading: None,
+            on_error=lambda exc, _: None,
+        )
+
+    def holder() -> str:
+        lease = kubernetes.client.CoordinationV1Api(kube_client).read_namespaced_lease(
+            name, NAMESPACE
+        )
+        return str(lease.spec.holder_identity or "")
+
+    leader = plain("plain")
+    assert leader.try_acquire_or_renew()
+    four, three = sharded("four", 4), sharded("three", 3)
+    four.round()
+    assert four.held() == [] and not four.holds("pool-0")
+    leader.stop()  # released: the next round takes it at once, and every shard
+    four.round()
+    assert holder() == "resourceslice.io/shards=4"
+    assert four.held() == [0, 1, 2, 3] and four.holds("pool-0")
+    three.round()
+    assert three.held() == []
+    assert not plain("another plain").try_acquire_or_renew()
+
+    # The K=4 replica stops: its shards are released, the group's Lease only lapses.
+    four.stop()
+    three.round()
+    assert three.held() == []
+
+    def taken() -> bool:
+        three.round()
+        return three.held() == [0, 1, 2]
+
+    wait_until(taken, timeout=10, interval=0.2)
+    assert holder() == "resourceslice.io/shards=3"
+    three.stop()

@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ NAMESPACE = "default"
 #: writing 2 s after its last renewal, a standby takes over 3 s after the last one it saw.
 LEASE_DURATION = 3
 REPLICAS = ("replica-0", "replica-1", "replica-2")
+#: The rollout's replicas, by the number of shards they run with.
+ROLLOUT = {1: ("k1-a", "k1-b"), 4: ("k4-a", "k4-b"), 3: ("k3-a", "k3-b")}
 TIMEOUT = 60.0
 
 AUDIT_POLICY = {
@@ -66,19 +69,11 @@ AUDIT_POLICY = {
 
 
 @pytest.fixture(scope="module")
-def audited_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
-    directory = tmp_path_factory.mktemp("audit")
-    policy = directory / "policy.yaml"
-    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+def audited_cluster() -> Iterator[TestCluster]:
     cluster = start_cluster(
-        extra_users=[f"{name}=system:masters" for name in REPLICAS],
-        extra_args=(
-            f"--audit-policy-file={policy}",
-            f"--audit-log-path={directory / 'audit.log'}",
-            "--audit-log-mode=blocking",  # each event is on disk before its response
-        ),
+        extra_users=[f"{name}=system:masters" for name in (*REPLICAS, *sum(ROLLOUT.values(), ()))],
+        audit_policy=AUDIT_POLICY,
     )
-    cluster.audit_log = directory / "audit.log"  # type: ignore[attr-defined]
     try:
         yield cluster
     finally:
@@ -146,6 +141,11 @@ class Replica:
     def signal(self, sig: signal.Signals) -> None:
         self.process.send_signal(sig)
 
+    def stop(self) -> None:
+        """SIGTERM, as a rolling update stops a pod: it releases what it may, and exits."""
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(TIMEOUT) == 0, self.lines
+
     def kill(self) -> None:
         self.process.kill()
         self.process.wait()
@@ -165,6 +165,9 @@ class AuditWrite:
     version: int
     holder: str | None  # Leases: the holderIdentity the write left
     pool: str = ""  # ResourceSlices: the pool
+    #: When the server received the request and when it had answered it.
+    received: datetime | None = None
+    completed: datetime | None = None
 
 
 class AuditLog:
@@ -204,7 +207,13 @@ def _write_of(event: dict[str, Any]) -> AuditWrite | None:
         version=-1 if event["verb"] == "delete" else int(meta["resourceVersion"]),
         holder=(response.get("spec") or {}).get("holderIdentity") if resource == "leases" else None,
         pool=((response.get("spec") or {}).get("pool") or {}).get("name", ""),
+        received=_timestamp(event["requestReceivedTimestamp"]),
+        completed=_timestamp(event["stageTimestamp"]),
     )
+
+
+def _timestamp(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def writes_by_non_holders(
@@ -318,7 +327,7 @@ class Scenario:
 def test_three_replicas_through_kill_restart_and_pause(
     audited_cluster: TestCluster, tmp_path: Path
 ) -> None:
-    log: Path = audited_cluster.audit_log  # type: ignore[attr-defined]
+    log = audited_cluster.audit_log
     scenario = Scenario(audited_cluster, tmp_path / "pools.yaml", log)
     try:
         scenario.edit()
@@ -422,7 +431,7 @@ def sharded_pools(revision: int) -> dict[str, list[dict[str, Any]]]:
 def test_three_replicas_twelve_shards_one_killed(
     audited_cluster: TestCluster, tmp_path: Path
 ) -> None:
-    log: Path = audited_cluster.audit_log  # type: ignore[attr-defined]
+    log = audited_cluster.audit_log
     audit = AuditLog(log)
     path = tmp_path / "pools.yaml"
     revision = 1
@@ -505,6 +514,137 @@ def test_three_replicas_twelve_shards_one_killed(
             ),
         )
         assert wrong == []
+        assert observer.max_duplicates == 0
+    finally:
+        for replica in replicas.values():
+            replica.close()
+        observer.close()
+        admin.close()
+
+
+def overlapping_writers(writes: list[AuditWrite]) -> list[str]:
+    """Pools written by two replicas at once, as the server saw it.
+
+    A replica writes a pool from the moment the server received its first write of it to
+    the moment the server answered its last: its span over the pool. At most one writer per
+    pool at every moment means the spans of distinct replicas over one pool are disjoint:
+    once another replica wrote the pool, an earlier writer never writes it again.
+    """
+    spans: dict[str, dict[str, tuple[datetime, datetime]]] = {}
+    for write in writes:
+        if write.resource != "resourceslices":
+            continue
+        assert write.received is not None and write.completed is not None
+        by_user = spans.setdefault(write.pool, {})
+        start, end = by_user.get(write.user, (write.received, write.completed))
+        by_user[write.user] = (min(start, write.received), max(end, write.completed))
+    found = []
+    for pool, by_user in sorted(spans.items()):
+        ordered = sorted(by_user.items(), key=lambda item: item[1])
+        for (first, (_, end)), (second, (start, _)) in zip(ordered, ordered[1:]):
+            if start <= end:
+                found.append(f"{pool}: {second} wrote from {start} while {first} did until {end}")
+    return found
+
+
+def test_the_overlap_check_finds_two_writers_of_one_pool() -> None:
+    def at(user: str, pool: str, second: int) -> AuditWrite:
+        moment = datetime(2026, 1, 1, 0, 0, second)
+        return AuditWrite(user, "resourceslices", "update", "s", 1, None, pool, moment, moment)
+
+    handed_over = [at("a", "p", 1), at("a", "p", 2), at("b", "p", 3), at("a", "q", 4)]
+    assert overlapping_writers(handed_over) == []
+    back_again = [*handed_over, at("a", "p", 5)]
+    assert overlapping_writers(back_again) == [
+        "p: b wrote from 2026-01-01 00:00:03 while a did until 2026-01-01 00:00:05"
+    ]
+
+
+ROLLOUT_DRIVER = "rollout.example.com"
+ROLLOUT_LEASE = "ha-rollout"
+
+
+def rollout_pools(revision: int) -> dict[str, list[dict[str, Any]]]:
+    return {
+        f"rp-{i:02d}": [{"name": "dev-0", "attributes": {"revision": {"int": revision}}}]
+        for i in range(24)
+    }
+
+
+def test_a_rolling_change_of_shards_one_to_four_to_three(
+    audited_cluster: TestCluster, tmp_path: Path
+) -> None:
+    """A Deployment's rolling update that changes ``--shards``: the new replicas start while
+    the old ones run, then the old ones stop (SIGTERM) one by one; the pool file is edited
+    at every step. The audit log shows at most one writer per pool at every moment."""
+    log = audited_cluster.audit_log
+    audit = AuditLog(log)
+    mark = len(audit.read())
+    path = tmp_path / "pools.yaml"
+    revision = 0
+    admin = audited_cluster.api_client("admin")
+    slices_api = kubernetes.client.ResourceV1Api(admin)
+    observer = Observer(audited_cluster, ROLLOUT_DRIVER)
+    replicas: dict[str, Replica] = {}
+
+    def problems_now() -> list[str]:
+        response = slices_api.list_resource_slice(
+            field_selector=f"spec.driver={ROLLOUT_DRIVER}", _preload_content=False
+        )
+        return problems(json.loads(response.data)["items"], rollout_pools(revision))
+
+    def edit() -> None:
+        nonlocal revision
+        revision += 1
+        pools = {name: {"devices": d} for name, d in rollout_pools(revision).items()}
+        path.write_text(yaml.safe_dump({"pools": pools}))
+
+    def edit_and_converge() -> None:
+        edit()
+        wait_until(lambda: not problems_now(), TIMEOUT, describe=lambda: str(problems_now()))
+
+    def start(shards: int) -> None:
+        for user in ROLLOUT[shards]:
+            replicas[user] = Replica(
+                audited_cluster, user, path, ROLLOUT_DRIVER, ROLLOUT_LEASE, shards
+            )
+
+    def roll(old: int, new: int) -> None:
+        """Start the new replicas; edit; stop the old ones one by one, editing after each."""
+        written = len(rollout_writes())
+        start(new)
+        edit_and_converge()
+        since = time.monotonic()
+        for user in ROLLOUT[old]:
+            replicas[user].stop()
+            edit_and_converge()
+        FAULT_TABLE.append(
+            FaultOutcome(
+                f"13f rolling change of shards {old}→{new}, edited",
+                converged=True,
+                seconds=time.monotonic() - since,
+                writes=Counter(f"{w.verb} {w.user}" for w in rollout_writes()[written:]),
+                duplicates=observer.max_duplicates,
+            )
+        )
+        print(FAULT_TABLE[-1].row())
+        assert overlapping_writers(rollout_writes()) == []
+
+    def rollout_writes() -> list[AuditWrite]:
+        return [
+            w
+            for w in audit.read()[mark:]
+            if w.resource == "resourceslices" and w.pool.startswith("rp-")
+        ]
+
+    try:
+        edit()
+        start(1)
+        wait_until(lambda: not problems_now(), TIMEOUT, describe=lambda: str(problems_now()))
+        roll(1, 4)
+        roll(4, 3)
+        # The last K=4 replica wrote (alone, once the other stopped), and both K=3 ones.
+        assert {w.user for w in rollout_writes()} >= {ROLLOUT[4][1], *ROLLOUT[3]}
         assert observer.max_duplicates == 0
     finally:
         for replica in replicas.values():

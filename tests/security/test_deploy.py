@@ -87,18 +87,8 @@ def collection_path(client: kubernetes.client.ApiClient, doc: dict[str, Any]) ->
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestCluster]:
-    directory = tmp_path_factory.mktemp("audit")
-    policy = directory / "policy.yaml"
-    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
-    with start_cluster(
-        extra_args=(
-            f"--audit-policy-file={policy}",
-            f"--audit-log-path={directory / 'audit.log'}",
-            "--audit-log-mode=blocking",
-        )
-    ) as started:
-        started.audit_log = directory / "audit.log"  # type: ignore[attr-defined]
+def cluster() -> Iterator[TestCluster]:
+    with start_cluster(audit_policy=AUDIT_POLICY) as started:
         yield started
 
 
@@ -207,7 +197,7 @@ def create_node(admin: kubernetes.client.ApiClient, name: str) -> None:
 def audited(cluster: TestCluster, user: str) -> list[dict[str, Any]]:
     """The audit events of ``user``'s requests, one per request."""
     events: dict[str, dict[str, Any]] = {}
-    for line in cluster.audit_log.read_text().splitlines():  # type: ignore[attr-defined]
+    for line in cluster.audit_log.read_text().splitlines():
         event = json.loads(line)
         if event["user"]["username"] == user:
             events[event["auditID"]] = event  # the last stage of each request

@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -223,6 +223,8 @@ class TestCluster:
     release: str = DEFAULT_RELEASE
     extra_users: Sequence[str] = ()
     extra_args: Sequence[str] = ()
+    #: An ``audit.k8s.io/v1`` Policy: the server logs what it selects to :attr:`audit_log`.
+    audit_policy: Mapping[str, Any] | None = None
     owns_data_dir: bool = True
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _info: dict[str, Any] = field(default_factory=dict, init=False)
@@ -256,6 +258,14 @@ class TestCluster:
     def log_path(self) -> Path:
         return self.data_dir / "apiserver.log"
 
+    @property
+    def audit_log(self) -> Path:
+        """The audit log, one JSON event per line (a cluster started with an
+        ``audit_policy``). Each event is on disk before its request is answered."""
+        if self.audit_policy is None:
+            raise ClusterError("the cluster was started without an audit_policy")
+        return self.data_dir / "audit.log"
+
     def token(self, user: str = "admin") -> str:
         for entry in self._info["users"]:
             if entry["name"] == user:
@@ -274,6 +284,14 @@ class TestCluster:
         for user in self.extra_users:
             args += ["--user", user]
         args += ["--", *self.extra_args]
+        if self.audit_policy is not None:
+            policy = self.data_dir / "audit-policy.json"  # JSON is YAML too
+            policy.write_text(json.dumps(self.audit_policy))
+            args += [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=blocking",
+            ]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.process = subprocess.Popen(
             args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -381,12 +399,15 @@ def start_cluster(
     data_dir: Path | None = None,
     timeout: float = 180.0,
     release: str = DEFAULT_RELEASE,
+    audit_policy: Mapping[str, Any] | None = None,
 ) -> TestCluster:
     """Build if needed, start, and return a ready cluster (a context manager).
 
     ``extra_users`` are ``name[=group,group]`` (e.g. ``"system:node:n1=system:nodes"``);
     ``extra_args`` go to kube-apiserver as they are (e.g. ``"--max-requests-inflight=5"``).
     ``release``: the Kubernetes release of the server, one of :func:`releases`.
+    ``audit_policy``: an ``audit.k8s.io/v1`` Policy; the events it selects go to
+    :attr:`TestCluster.audit_log` (e.g. who wrote what, with the user of each request).
     """
     binary = build_server(release=release)
     owns = data_dir is None
@@ -398,6 +419,7 @@ def start_cluster(
         release=release,
         extra_users=tuple(extra_users),
         extra_args=tuple(extra_args),
+        audit_policy=audit_policy,
         owns_data_dir=owns,
     )
     try:
