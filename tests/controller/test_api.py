@@ -63,6 +63,7 @@ def test_model_objects_become_rest_json() -> None:
             "allNodes": False,
             "nodeName": None,
             "generation": 0,
+            "maxDevicesPerSlice": None,
         }
     }
 
