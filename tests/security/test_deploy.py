@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -34,6 +33,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice
+from e2e.chain import load_example
 from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice import DriverResources, Pool
 from resourceslice._http import get_json, kubeconfig_client, request, send_json
@@ -337,16 +337,6 @@ def test_the_publisher_deployment_with_its_service_account(
         find("ClusterRole", "resourceslice-publisher"),
         find("Role", "resourceslice-leader-election"),
     )
-
-
-def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "kubelet_driver", REPO / "examples" / "kubelet_driver.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.usefixtures("applied")
