@@ -30,9 +30,9 @@ def test_replicas_share_the_shards_and_move_them_without_writes(env: ControllerE
     counters = []
     controllers: dict[str, rs.Controller] = {}
 
-    def start() -> rs.Controller:
+    def start(resources: rs.DriverResources = wanted) -> rs.Controller:
         counters.append(env.new_counter())
-        ctrl = env.start(wanted, leader_election=election, sync_delay=0.2)
+        ctrl = env.start(resources, leader_election=election, sync_delay=0.2)
         controllers[ctrl._elector.identity] = ctrl  # type: ignore[union-attr]
         return ctrl
 
@@ -55,9 +55,13 @@ def test_replicas_share_the_shards_and_move_them_without_writes(env: ControllerE
     def slice_writes() -> int:
         return sum(sum(c.writes("resourceslices").values()) for c in counters)
 
-    first, second = start(), start()
+    # The pools come once both share the shards (the first to start could otherwise
+    # publish them all before the second joins): each publishes its shards' pools,
+    # together every pool, once.
+    first, second = start(pools()), start(pools())
     wait_until(lambda: balanced(2), describe=lambda: str(shares()))
-    # Each publishes the pools of its shards: together every pool, once.
+    first.update(wanted)
+    second.update(wanted)
     assert first.wait_synced(30) and second.wait_synced(30), env.errors
     assert sorted(s["spec"]["pool"]["name"] for s in env.slices()) == sorted(wanted.pools)
     assert slice_writes() == len(wanted.pools)
