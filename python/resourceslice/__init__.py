@@ -24,6 +24,7 @@ from resourceslice.api import (
 )
 from resourceslice.controller import (
     Controller,
+    ControllerOptions,
     ControllerStoppedError,
     ErrorHandler,
     start_controller,
@@ -59,6 +60,7 @@ __all__ = [
     "CapacityRequestPolicyRange",
     "ConflictingWriterError",
     "Controller",
+    "ControllerOptions",
     "ControllerStoppedError",
     "Counter",
     "CounterSet",

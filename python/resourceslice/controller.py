@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes.client import ApiClient
 
@@ -68,6 +68,36 @@ _BODY_BYTES_PER_WINDOW = 1 << 20
 #: Time for the watch to deliver slices another writer created (see SliceExistsError):
 #: replanning before would write against an incomplete view of the pool.
 _EXISTING_SLICE_RETRY = 1.0
+
+
+class _RequiredOptions(TypedDict):
+    driver: str
+
+
+class _CommonOptions(_RequiredOptions, total=False):
+    """The keywords of :class:`Controller` but ``error_handler``, typed once for both entry
+    points: :class:`ControllerOptions` here, ``AsyncControllerOptions`` in
+    :mod:`resourceslice.aio` (whose handler may be a coroutine function). mypy checks that
+    ``aio.start_controller`` hands them on to :class:`Controller` unchanged, and
+    ``tests/controller/test_options.py`` that they are exactly the constructor's."""
+
+    owner: Owner | None
+    resources: DriverResources | None
+    sync_delay: float
+    mutation_cache_ttl: float
+    reconcile_pool_with_name: str | None
+    max_slice_bytes: int
+    update_interval: float
+    workers: int
+    max_writes_per_second: float | None
+    clock: Clock | None
+    leader_election: LeaderElection | None
+
+
+class ControllerOptions(_CommonOptions, total=False):
+    """Every keyword of :class:`Controller` (``**options`` of a wrapper that passes them on)."""
+
+    error_handler: ErrorHandler | None
 
 
 class ControllerStoppedError(RuntimeError):
