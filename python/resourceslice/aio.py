@@ -26,7 +26,7 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from resourceslice._http import ClosingApiClient
-    from resourceslice.types import Device
+    from resourceslice.types import Device, KubernetesModel
 
 __all__ = [
     "AsyncController",
@@ -113,7 +113,7 @@ class AsyncController:
     async def update_devices(
         self,
         pool: str,
-        upsert: Sequence[Device | Mapping[str, Any] | Any] = (),
+        upsert: Sequence[Device | KubernetesModel] = (),
         remove: Iterable[str] = (),
     ) -> None:
         """:meth:`Controller.update_devices`, with the validation in a thread; like

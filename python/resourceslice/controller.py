@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from kubernetes.client import ApiClient
 
@@ -22,6 +22,7 @@ from resourceslice.api import (
     DriverResources,
     Owner,
     Pool,
+    ResourceSliceError,
     SliceExistsError,
     Stats,
     ValidationError,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from resourceslice import _core as core
     from resourceslice._core import Desired, OwnerRef, Plan, SliceRecord
-    from resourceslice.types import Device
+    from resourceslice.types import Device, KubernetesModel
 else:
     from resourceslice._backend import core
 
@@ -100,7 +101,7 @@ class ControllerOptions(_CommonOptions, total=False):
     error_handler: ErrorHandler | None
 
 
-class ControllerStoppedError(RuntimeError):
+class ControllerStoppedError(RuntimeError, ResourceSliceError):
     """The controller was stopped: it takes no more updates."""
 
 
@@ -287,7 +288,7 @@ class Controller:
     def update_devices(
         self,
         pool: str,
-        upsert: Sequence[Device | Mapping[str, Any] | Any] = (),
+        upsert: Sequence[Device | KubernetesModel] = (),
         remove: Iterable[str] = (),
     ) -> None:
         """Change some devices of ``pool`` by name, without handing over the whole desired state.
