@@ -32,6 +32,7 @@ from resourceslice.controller import (
 )
 from resourceslice.health import Health
 from resourceslice.leaderelection import LeaderElection, LeadershipLostError
+from resourceslice.preview import plan, validate
 from resourceslice.types import (
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
@@ -100,5 +101,7 @@ __all__ = [
     "ValidationError",
     "core_backend",
     "load_resources",
+    "plan",
     "start_controller",
+    "validate",
 ]

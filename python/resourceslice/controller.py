@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypedDict
 from kubernetes.client import ApiClient
 
 from resourceslice._http import node_uid, retry_after
-from resourceslice._plain import owner_ref, to_plain_pools
+from resourceslice._plain import owner_ref, prepare, to_plain_pools
 from resourceslice.api import (
     DriverResources,
     Owner,
@@ -509,28 +509,9 @@ class Controller:
     # -- validation -----------------------------------------------------------------------
 
     def _prepare(self, resources: DriverResources) -> Desired:
-        pools, errors = to_plain_pools(resources, self._node_name)
-        if self._only_pool is not None:
-            errors += [
-                f'pools["{name}"]: only pool "{self._only_pool}" is reconciled '
-                "(reconcile_pool_with_name)"
-                for name in sorted(pools)
-                if name != self._only_pool
-            ]
-        if self._node_name is not None:
-            # The informer of a Node owner sees only slices with that spec.nodeName: a pool
-            # published cluster-wide would be invisible to it, and created again and again.
-            errors += [
-                f'pools["{name}"]: a Node owner publishes only node-local pools; '
-                "use reconcile_pool_with_name for a pool with a node selection of its own"
-                for name, pool in sorted(pools.items())
-                if pool["nodeSelector"] is not None
-                or pool["allNodes"]
-                or any(s["perDeviceNodeSelection"] for s in pool["slices"] or ())
-            ]
-        if errors:
-            raise ValidationError(errors)
-        desired, errors = core.prepare_desired(self._driver, pools, self._max_slice_bytes)
+        desired, errors = prepare(
+            self._driver, resources, self._node_name, self._max_slice_bytes, self._only_pool
+        )
         if desired is None:
             raise ValidationError(errors)
         return desired
