@@ -33,6 +33,7 @@ from resourceslice.controller import (
 from resourceslice.health import Health
 from resourceslice.leaderelection import LeaderElection, LeadershipLostError
 from resourceslice.preview import plan, validate
+from resourceslice.probes import HealthServer, ServerLimits, serve_health
 from resourceslice.types import (
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
@@ -79,6 +80,7 @@ __all__ = [
     "DroppedFieldsError",
     "ErrorHandler",
     "Health",
+    "HealthServer",
     "KubernetesModel",
     "LeaderElection",
     "LeadershipLostError",
@@ -94,6 +96,7 @@ __all__ = [
     "Pool",
     "Quantity",
     "ResourceSliceError",
+    "ServerLimits",
     "Slice",
     "SliceExistsError",
     "Stats",
@@ -102,6 +105,7 @@ __all__ = [
     "core_backend",
     "load_resources",
     "plan",
+    "serve_health",
     "start_controller",
     "validate",
 ]
