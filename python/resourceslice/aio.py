@@ -268,9 +268,10 @@ class _HandlerOnLoop:
 
     async def drain(self) -> None:
         """Awaits the handlers of the errors reported so far, then ends; for after the
-        controller stopped (it reports no more). Their ``call_soon_threadsafe`` ran before
-        the stop was answered, so they are queued before the end."""
-        self._pending.put_nowait(None)
+        controller stopped (it reports no more). The end is queued by ``call_soon``, behind
+        the errors the controller's threads queued before (the loop runs its callbacks in
+        the order they came), not ahead of those not yet delivered."""
+        self._loop.call_soon(self._pending.put_nowait, None)
         if asyncio.current_task() is not self._awaiting:  # a handler that stops the controller
             await self._awaiting
 
