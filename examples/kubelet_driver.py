@@ -13,10 +13,11 @@ Needs ``pip install resourceslice[kubelet]``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import kubernetes
 
@@ -26,8 +27,19 @@ from resourceslice import kubeletplugin
 DRIVER = "demo.example.com"
 
 
+@dataclasses.dataclass
+class DemoConfig:
+    """The opaque configuration a DeviceClass or a claim gives the demo devices, e.g.
+    ``{"apiVersion": "demo.example.com/v1", "kind": "DemoConfig", "greeting": "hi"}``."""
+
+    api_version: Literal["demo.example.com/v1"]
+    kind: Literal["DemoConfig"]
+    greeting: str = "hello"
+
+
 class DemoDriver:
-    """Four demo devices per node; preparing one gives the container ``DEMO_DEVICE_<n>=1``."""
+    """Four demo devices per node; preparing one gives the container ``DEMO_DEVICE_<n>=1``
+    (and ``DEMO_DEVICE_<n>_GREETING`` when configured)."""
 
     def __init__(self, cdi: kubeletplugin.CDISpecWriter, count: int = 4) -> None:
         self.cdi = cdi
@@ -39,40 +51,26 @@ class DemoDriver:
             {"name": f"demo-{i}", "attributes": {"index": {"int": i}}} for i in range(self.count)
         ]
 
-    def container_edits(self, device: str) -> dict[str, Any]:
+    def container_edits(self, device: str, config: DemoConfig | None) -> dict[str, Any]:
         """What a container given ``device`` gets: CDI container edits."""
-        return {"env": [f"DEMO_DEVICE_{device.split('-')[-1]}=1"]}
+        env = f"DEMO_DEVICE_{device.split('-')[-1]}"
+        greeting = [] if config is None else [f"{env}_GREETING={config.greeting}"]
+        return {"env": [f"{env}=1", *greeting]}
 
     def prepare_resource_claims(
         self, claims: list[kubeletplugin.ResourceClaim]
     ) -> dict[str, kubeletplugin.PrepareResult]:
-        results = {}
-        for claim in claims:
-            uid = claim["metadata"]["uid"]
-            # A claim can hold devices of other drivers too: only ours are ours to prepare.
-            allocated = [
-                r
-                for r in claim["status"]["allocation"]["devices"]["results"]
-                if r["driver"] == self.cdi.driver
-            ]
-            edits = {r["device"]: self.container_edits(r["device"]) for r in allocated}
-            try:
-                cdi_ids = self.cdi.write_claim(uid, edits)
-            except OSError as exc:  # this claim fails; kubelet retries it
-                results[uid] = kubeletplugin.PrepareResult(error=exc)
-                continue
-            results[uid] = kubeletplugin.PrepareResult(
-                devices=[
-                    kubeletplugin.Device(
-                        pool_name=r["pool"],
-                        device_name=r["device"],
-                        requests=[r["request"]],
-                        cdi_device_ids=[cdi_ids[r["device"]]],
-                    )
-                    for r in allocated
-                ]
-            )
-        return results
+        # A claim that raises (its CDI spec not written, its configuration not a DemoConfig)
+        # fails alone; kubelet retries it.
+        return kubeletplugin.prepare_each(claims, self.prepare_claim)
+
+    def prepare_claim(self, claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
+        # This driver's devices only (a claim can hold other drivers' too), each with the
+        # configuration that wins for it: the claim's over its DeviceClass's.
+        devices = kubeletplugin.allocated_devices(claim, DRIVER, DemoConfig)
+        edits = {d.name: self.container_edits(d.name, d.config) for d in devices}
+        cdi_ids = self.cdi.write_claim(claim["metadata"]["uid"], edits)
+        return [d.prepared([cdi_ids[d.name]]) for d in devices]
 
     def unprepare_resource_claims(
         self, claims: list[kubeletplugin.ClaimRef]

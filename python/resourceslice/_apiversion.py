@@ -84,6 +84,39 @@ def _wrap_device(device: Any) -> Any:
     }
 
 
+#: The fields of a v1beta1 DeviceRequest that v1 (and v1beta2) moved under ``exactly``.
+_EXACT_REQUEST_FIELDS = (
+    "deviceClassName",
+    "selectors",
+    "allocationMode",
+    "count",
+    "adminAccess",
+    "tolerations",
+    "capacity",
+    "derivedAttributes",
+)
+
+
+def _is_set(value: Any) -> bool:
+    """Whether a v1beta1 request field holds a value (Go's test: not its zero value; a
+    ``false`` adminAccess is a value, an empty deviceClassName is not)."""
+    if value is None or value == "":
+        return False
+    return not (type(value) is int and value == 0)
+
+
+def _nest_request(request: Any) -> Any:
+    """A v1beta1 DeviceRequest in the v1 shape: its inline fields under ``exactly`` (when any
+    is set, as Go's conversion: a ``firstAvailable`` request has none)."""
+    if not isinstance(request, dict):
+        return request
+    exact = {k: request[k] for k in _EXACT_REQUEST_FIELDS if _is_set(request.get(k))}
+    nested = {k: v for k, v in request.items() if k not in _EXACT_REQUEST_FIELDS}
+    if exact:
+        nested["exactly"] = exact
+    return nested
+
+
 def _map_devices(obj: Any, convert: Callable[[Any], Any]) -> None:
     spec = obj.get("spec") if isinstance(obj, dict) else None
     if isinstance(spec, dict) and isinstance(spec.get("devices"), list):
@@ -128,7 +161,8 @@ def _inexpressible(obj: Any, release: tuple[int, int]) -> list[str]:
 
 @dataclass(frozen=True)
 class SliceVersion:
-    """One served version of ResourceSlices: its paths and the conversions from and to v1.
+    """One served version of ResourceSlices: its paths and the conversions from and to v1;
+    and of the ResourceClaims the kubelet plugin reads (:meth:`claim_to_v1`).
 
     Besides the wrapping of v1beta1's devices, the versions' JSON differs only in
     ``apiVersion`` (which the core does not read) and in fields that older releases lack
@@ -176,6 +210,19 @@ class SliceVersion:
         for item in items if isinstance(items, list) else [obj]:
             _map_devices(item, _flatten_device)
         return _dumps(obj)
+
+    def claim_to_v1(self, claim: dict[str, Any]) -> dict[str, Any]:
+        """A ResourceClaim of this version, decoded, as v1 (changed in place; returned).
+
+        v1beta2 claims are v1's but for ``apiVersion``; v1beta1 requests have the fields of
+        an exact request inline. Older releases lack some fields, which are then absent.
+        """
+        claim["apiVersion"] = f"{GROUP}/v1"
+        if self.version == "v1beta1":
+            devices = (claim.get("spec") or {}).get("devices")
+            if isinstance(devices, dict) and isinstance(devices.get("requests"), list):
+                devices["requests"] = [_nest_request(r) for r in devices["requests"]]
+        return claim
 
     def event_to_v1(self, line: bytes) -> bytes:
         """One watch event line of this version as v1."""

@@ -140,6 +140,7 @@ def to_plain_pools(
             "allNodes": pool.all_nodes,
             "nodeName": node_name,
             "generation": pool.generation,
+            "maxDevicesPerSlice": pool.max_devices_per_slice,
         }
     return pools, errors
 

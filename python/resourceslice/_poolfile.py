@@ -1,9 +1,10 @@
 """The pool file: a driver's pools as YAML or JSON, the FILE of the ``resourceslice`` command.
 
-``{pools: {name: {devices | slices, nodeSelector, allNodes, generation}}}``: the fields of
-:class:`resourceslice.Pool` and :class:`resourceslice.Slice` in the API's camelCase, plus a
-compact form for big regular pools (``foreach``) and ``{node}`` in pool names. Only the
-file's shape is checked here; the devices are checked as any others, by the controller.
+``{pools: {name: {devices | slices, nodeSelector, allNodes, generation, maxDevicesPerSlice}}}``:
+the fields of :class:`resourceslice.Pool` and :class:`resourceslice.Slice` in the API's
+camelCase, plus a compact form for big regular pools (``foreach``) and ``{node}`` in pool
+names. Only the file's shape is checked here; the devices are checked as any others, by the
+controller.
 
 A pool file is data, often from a ConfigMap anyone with edit rights can change, and it must
 not be able to run code, crash the reader, or exhaust its memory: templates take plain
@@ -34,7 +35,7 @@ from resourceslice.types import KubernetesModel, NodeSelector
 #: In a pool name, replaced by the node's name (``--node``).
 NODE_PLACEHOLDER = "{node}"
 
-_POOL_KEYS = ("allNodes", "devices", "generation", "nodeSelector", "slices")
+_POOL_KEYS = ("allNodes", "devices", "generation", "maxDevicesPerSlice", "nodeSelector", "slices")
 _SLICE_KEYS = ("devices", "perDeviceNodeSelection", "sharedCounters")
 _TEMPLATE_KEYS = ("device", "foreach")
 
@@ -345,6 +346,7 @@ def _pool(
         node_selector=value.get("nodeSelector"),
         all_nodes=all_nodes is True,
         generation=generation if isinstance(generation, int) else 0,
+        max_devices_per_slice=value.get("maxDevicesPerSlice"),  # checked by the core
     )
     return with_selection(pool, selection.all_nodes, selection.node_selector)
 

@@ -68,13 +68,20 @@ class Pool:
 
     Where its devices are is said explicitly, one way per slice: a Node owner (the
     controller's), ``node_selector``, ``all_nodes=True``, or ``per_device_node_selection`` in
-    its slices. There is no default: a pool without any is a ``ValidationError``."""
+    its slices. There is no default: a pool without any is a ``ValidationError``.
+
+    ``max_devices_per_slice`` (1 to 128; a flat pool only): pack fewer devices per slice than
+    the API allows. A driver that taints devices later (health) sets 64, the API's limit for
+    a slice holding a tainted device: a taint is then an update of one slice, where a full
+    slice of 128 must give up half its devices to other slices, which rewrites the whole
+    pool under a new generation (docs/core.md §4)."""
 
     devices: Sequence[Device | KubernetesModel] | None = None
     slices: Sequence[Slice] | None = None
     node_selector: NodeSelector | KubernetesModel | None = None
     all_nodes: bool = False
     generation: int = 0
+    max_devices_per_slice: int | None = None
 
 
 @dataclass

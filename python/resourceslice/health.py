@@ -19,6 +19,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import ResourceSliceAPI
+from resourceslice._errortext import describe_error
 
 if TYPE_CHECKING:
     from resourceslice._core import Desired
@@ -130,7 +131,8 @@ class Observer:
                 self._last_sync_time = time.time()
             else:
                 self._syncs["error"] += 1
-                self._failing[pool] = f"{type(exc).__name__}: {exc}"
+                # Served by /healthz to whoever connects: one line, no response headers.
+                self._failing[pool] = describe_error(exc)
 
     def all_synced(self) -> None:
         """Every desired pool was published as desired: the controller is ready."""

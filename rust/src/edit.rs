@@ -79,6 +79,7 @@ pub fn with_devices(
             node_selector: wanted.node_selector.clone(),
             all_nodes: wanted.all_nodes,
             generation: wanted.generation,
+            max_devices_per_slice: wanted.max_devices_per_slice,
         }),
     );
     Ok(Desired {

@@ -2,7 +2,7 @@
 //!
 //! Devices stay where they are; only new or evicted devices move, into the lowest slice with
 //! room. That keeps one changed device one update call, however large the pool.
-use crate::validate::{MAX_DEVICES, MAX_DEVICES_ADVANCED, SLICE_OVERHEAD};
+use crate::validate::{MAX_DEVICES_ADVANCED, SLICE_OVERHEAD};
 
 /// What the limits need to know of a device.
 #[derive(Clone, Copy, Debug)]
@@ -10,6 +10,25 @@ pub struct Item {
     /// Length of its canonical JSON (UTF-8 bytes).
     pub len: usize,
     pub advanced: bool,
+}
+
+/// What one slice may hold: the byte budget, and the device count (the pool's
+/// `maxDevicesPerSlice`, else the API's maximum), lowered to the API's limit for slices with
+/// taints, counters or list attributes.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_bytes: usize,
+    pub max_devices: usize,
+}
+
+impl Limits {
+    fn devices(self, advanced: bool) -> usize {
+        if advanced {
+            self.max_devices.min(MAX_DEVICES_ADVANCED)
+        } else {
+            self.max_devices
+        }
+    }
 }
 
 #[derive(Default)]
@@ -20,22 +39,14 @@ struct Bin {
 }
 
 impl Bin {
-    fn fits(&self, item: Item, max_bytes: usize) -> bool {
-        let limit = if self.advanced > 0 || item.advanced {
-            MAX_DEVICES_ADVANCED
-        } else {
-            MAX_DEVICES
-        };
-        self.devices.len() < limit && SLICE_OVERHEAD + self.bytes + item.len < max_bytes
+    fn fits(&self, item: Item, limits: Limits) -> bool {
+        self.devices.len() < limits.devices(self.advanced > 0 || item.advanced)
+            && SLICE_OVERHEAD + self.bytes + item.len < limits.max_bytes
     }
 
-    fn breaks_limits(&self, max_bytes: usize) -> bool {
-        let limit = if self.advanced > 0 {
-            MAX_DEVICES_ADVANCED
-        } else {
-            MAX_DEVICES
-        };
-        self.devices.len() > limit || SLICE_OVERHEAD + self.bytes > max_bytes
+    fn breaks_limits(&self, limits: Limits) -> bool {
+        self.devices.len() > limits.devices(self.advanced > 0)
+            || SLICE_OVERHEAD + self.bytes > limits.max_bytes
     }
 
     fn push(&mut self, index: usize, item: Item) {
@@ -57,16 +68,16 @@ fn place(
     bins: &mut Vec<Bin>,
     items: &[Item],
     order: impl IntoIterator<Item = usize>,
-    max_bytes: usize,
+    limits: Limits,
 ) {
     // Bins below `full` hold the maximum count and can never take another device.
     let mut full = 0;
     for index in order {
-        while full < bins.len() && bins[full].devices.len() >= MAX_DEVICES {
+        while full < bins.len() && bins[full].devices.len() >= limits.max_devices {
             full += 1;
         }
         let item = items[index];
-        match bins[full..].iter_mut().find(|b| b.fits(item, max_bytes)) {
+        match bins[full..].iter_mut().find(|b| b.fits(item, limits)) {
             Some(bin) => bin.push(index, item),
             None => {
                 let mut bin = Bin::default();
@@ -79,7 +90,7 @@ fn place(
 
 /// Packs `items` (desired order) given `current`: per slice index, the desired devices it holds
 /// now, in stored order. Returns device indices per slice, slice `i` at position `i`.
-pub fn pack(items: &[Item], current: &[Vec<usize>], max_bytes: usize) -> Vec<Vec<usize>> {
+pub fn pack(items: &[Item], current: &[Vec<usize>], limits: Limits) -> Vec<Vec<usize>> {
     let mut kept = vec![false; items.len()];
     let mut evicted = Vec::new();
     let mut bins: Vec<Bin> = Vec::with_capacity(current.len());
@@ -91,7 +102,7 @@ pub fn pack(items: &[Item], current: &[Vec<usize>], max_bytes: usize) -> Vec<Vec
                 bin.push(index, items[index]);
             }
         }
-        while bin.breaks_limits(max_bytes) {
+        while bin.breaks_limits(limits) {
             let index = bin
                 .pop(items)
                 .expect("a slice over its limits is not empty");
@@ -108,10 +119,10 @@ pub fn pack(items: &[Item], current: &[Vec<usize>], max_bytes: usize) -> Vec<Vec
     let order: Vec<usize> = fresh_devices
         .chain(evicted.iter().copied().filter(|&i| !kept[i]))
         .collect();
-    place(&mut bins, items, order, max_bytes);
+    place(&mut bins, items, order, limits);
 
     let mut fresh = Vec::new();
-    place(&mut fresh, items, 0..items.len(), max_bytes);
+    place(&mut fresh, items, 0..items.len(), limits);
     let slack = (fresh.len() / 10).max(1);
     trim(&mut bins);
     if bins.len() > fresh.len() + slack {
@@ -133,8 +144,12 @@ fn trim(bins: &mut Vec<Bin>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validate::MAX_DEVICES;
 
-    const MAX: usize = 1 << 20;
+    const MAX: Limits = Limits {
+        max_bytes: 1 << 20,
+        max_devices: MAX_DEVICES,
+    };
 
     fn items(n: usize) -> Vec<Item> {
         vec![
@@ -183,10 +198,34 @@ mod tests {
 
     #[test]
     fn byte_budget() {
-        let packed = pack(&items(10), &[], SLICE_OVERHEAD + 3 * 101);
+        let limits = Limits {
+            max_bytes: SLICE_OVERHEAD + 3 * 101,
+            ..MAX
+        };
+        let packed = pack(&items(10), &[], limits);
         assert_eq!(
             packed.iter().map(Vec::len).collect::<Vec<_>>(),
             [3, 3, 3, 1]
         );
+    }
+
+    #[test]
+    fn a_pool_limit_below_the_apis() {
+        let limits = Limits {
+            max_devices: 64,
+            ..MAX
+        };
+        let packed = pack(&items(130), &[], limits);
+        assert_eq!(packed.iter().map(Vec::len).collect::<Vec<_>>(), [64, 64, 2]);
+        // A taint added later lowers nothing: no device leaves its slice.
+        let mut tainted = items(130);
+        tainted[5].advanced = true;
+        assert_eq!(pack(&tainted, &packed, limits), packed);
+        // Advanced devices keep the API's limit when the pool's is higher.
+        let limits = Limits {
+            max_devices: 100,
+            ..MAX
+        };
+        assert_eq!(pack(&tainted, &[], limits)[0].len(), 64);
     }
 }

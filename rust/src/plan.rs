@@ -159,7 +159,11 @@ fn desired_slices<'d>(
             advanced: d.advanced,
         })
         .collect();
-    pack::pack(&items, &held, max_bytes)
+    let limits = pack::Limits {
+        max_bytes,
+        max_devices: pool.max_devices_per_slice,
+    };
+    pack::pack(&items, &held, limits)
         .into_iter()
         .map(|indices| SliceRef {
             list: devices,

@@ -127,6 +127,8 @@ pub struct DesiredPool {
     pub node_selector: Option<Value>,
     pub all_nodes: bool,
     pub generation: i64,
+    /// At most this many devices in each packed slice (a flat pool's `maxDevicesPerSlice`).
+    pub max_devices_per_slice: usize,
 }
 
 impl DesiredPool {
@@ -204,6 +206,8 @@ const VALUES_REQUIRED: &str = "values are required with In and NotIn";
 const VALUES_FORBIDDEN: &str = "values are not allowed with Exists and DoesNotExist";
 const ONE_VALUE: &str = "exactly one value is required";
 const NEGATIVE: &str = "must not be negative";
+const BAD_DEVICES_PER_SLICE: &str = "must be from 1 to 128";
+const PACKED_ONLY: &str = "only a flat devices list is packed: not allowed with slices";
 const NOT_POSITIVE: &str = "must be positive";
 const POLICY_NEEDS_MULTIPLE: &str = "requestPolicy needs allowMultipleAllocations: true";
 const ONE_POLICY: &str = "at most one of validValues and validRange";
@@ -1642,6 +1646,24 @@ fn check_pool<'i>(
             Some(g)
         })?,
     };
+    let max_devices_per_slice = match get(entries, "maxDevicesPerSlice") {
+        None => MAX_DEVICES,
+        Some(v) => e
+            .field("maxDevicesPerSlice", |e| {
+                let n = check_int(e, v)?;
+                if slices.is_some() {
+                    e.report(PACKED_ONLY);
+                }
+                match usize::try_from(n) {
+                    Ok(n) if (1..=MAX_DEVICES).contains(&n) => Some(n),
+                    _ => {
+                        e.report(BAD_DEVICES_PER_SLICE);
+                        None
+                    }
+                }
+            })
+            .unwrap_or(MAX_DEVICES),
+    };
     let selection = Selection::new(e, entries);
     let mut names = HashSet::new();
     let no_counters = CounterSets::new();
@@ -1670,6 +1692,7 @@ fn check_pool<'i>(
         node_selector: selection.node_selector,
         all_nodes: selection.all_nodes,
         generation,
+        max_devices_per_slice,
     })
 }
 

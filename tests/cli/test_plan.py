@@ -119,3 +119,17 @@ def test_invalid_devices_list_every_problem_with_its_path(
     assert lines[1].startswith('  pools["p"].devices[0].name: ')
     assert lines[2].startswith('  pools["p"].devices[1].capacity["memory"].value: ')
     assert "Traceback" not in captured.err
+
+
+def test_a_pool_file_packs_fewer_devices_per_slice(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``maxDevicesPerSlice`` reaches the packer (a pool whose devices get tainted: 64)."""
+    path = tmp_path / "ports.yaml"
+    path.write_text(
+        "pools:\n  ports:\n    maxDevicesPerSlice: 64\n    devices:\n"
+        "      - foreach: {port: 130}\n        device: {name: 'port-{port}'}\n"
+    )
+    slices, summary = plan(capsys, str(path), "--driver", "net.example.com", "--all-nodes")
+    assert summary == "1 pool, 3 slices, 130 devices (dry run: nothing was sent)\n"
+    assert [len(obj["spec"]["devices"]) for obj in slices] == [64, 64, 2]

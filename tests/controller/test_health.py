@@ -39,7 +39,7 @@ def test_observer_counts_writes_syncs_and_failing_pools() -> None:
     observer.sync_done("b", 0.3, ApiException(status=403, reason="Forbidden"))
     observer.sync_done("c", 1e6, None)  # beyond the last bound: +Inf only
     health = observer.health(synced=False, informer_connected=True, alive=True)
-    assert health.failing == {"b": "ApiException: (403)\nReason: Forbidden\n"}
+    assert health.failing == {"b": "403 Forbidden"}
     assert health.last_sync_time is not None and not health.synced_once
     observer.sync_done("b", 0.01, None)
     assert observer.health(synced=True, informer_connected=True, alive=True).ok

@@ -31,8 +31,9 @@ _pools = st.dictionaries(
     max_size=2,
 )
 #: Per step: the pools, an owner or not, a node selection, a driver generation, sometimes
-#: a device with a bad name (both cores must report the same errors), and sometimes a sync
-#: cut off after its first few writes (a crash, a lost connection).
+#: a device with a bad name (both cores must report the same errors), sometimes a sync
+#: cut off after its first few writes (a crash, a lost connection), and a pool's devices
+#: per slice (0 is refused).
 _steps = st.lists(
     st.tuples(
         _pools,
@@ -41,6 +42,7 @@ _steps = st.lists(
         st.sampled_from([0, 0, 0, 5]),
         st.integers(0, 9),
         st.sampled_from([0, 0, 1, 2, 3]),
+        st.sampled_from([None, None, 64, 5, 0]),
     ),
     min_size=1,
     max_size=4,
@@ -131,9 +133,9 @@ def _check_slices(records: list[Any], wanted: list[dict[str, Any]], max_bytes: i
 def test_cores_agree_and_converge(steps: list[tuple[Any, ...]], max_bytes: int) -> None:
     stored: dict[str, dict[str, list[Any]]] = {"python": {}, "rust": {}}
     ids = {"python": itertools.count(), "rust": itertools.count()}
-    for pools, with_owner, selection, generation, bad, cut in steps:
+    for pools, with_owner, selection, generation, bad, cut, per_slice in steps:
         owner = OWNER if with_owner else None
-        extra: dict[str, Any] = {"generation": generation}
+        extra: dict[str, Any] = {"generation": generation, "maxDevicesPerSlice": per_slice}
         if selection == "allNodes":
             extra["allNodes"] = True
         elif selection == "selector":

@@ -31,6 +31,26 @@ def test_taints_lower_the_limit_to_64(core: ModuleType) -> None:
     assert [len(b["spec"]["devices"]) for b in bodies(plan)] == [64, 1]
 
 
+def test_a_pool_packed_at_64_takes_taints_in_place(core: ModuleType) -> None:
+    """At 128 a slice's first taint evicts half of it: a move, a new generation and every
+    slice rewritten. Packed at 64 (the API's limit with a taint) it is one update."""
+    taint = {"taints": [{"key": "k", "effect": "NoSchedule"}]}
+    base = devices(300)
+    tainted = [*base[:5], {**base[5], **taint}, *base[6:]]
+    for per_slice, sizes, generation, updates in (
+        (None, [128, 128, 44], 2, 3),
+        (64, [64] * 4 + [44], 1, 1),
+    ):
+        extra = {} if per_slice is None else {"maxDevicesPerSlice": per_slice}
+        desired = prepare(core, {"p": pool(base, **extra)})
+        records = apply(core, core.plan_pool(desired, "p", [], None, None), [])
+        assert [len(r.device_names) for r in records] == sizes
+        plan = core.plan_pool(
+            prepare(core, {"p": pool(tainted, **extra)}), "p", records, None, None
+        )
+        assert (plan.generation, len(plan.updates) + len(plan.creates)) == (generation, updates)
+
+
 def test_byte_budget(core: ModuleType) -> None:
     plan = core.plan_pool(
         prepare(core, {"p": pool(devices(10))}, 4096 + 3 * 60), "p", [], None, None

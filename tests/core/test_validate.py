@@ -75,6 +75,17 @@ def test_pool_shape(core: ModuleType) -> None:
         f"{P}.generation: out of range for a 64-bit integer"
     ]
     assert _errors(core, {"p": [1]}) == [f"{P}: must be an object"]
+    for bad in (0, 129, -1):
+        assert _errors(core, {"p": pool([], maxDevicesPerSlice=bad)}) == [
+            f"{P}.maxDevicesPerSlice: must be from 1 to 128"
+        ]
+    assert _errors(core, {"p": pool([], maxDevicesPerSlice=64.0)}) == [
+        f"{P}.maxDevicesPerSlice: must not be a float"
+    ]
+    explicit = pool(None, slices=[{"devices": []}], maxDevicesPerSlice=64)
+    assert _errors(core, {"p": explicit}) == [
+        f"{P}.maxDevicesPerSlice: only a flat devices list is packed: not allowed with slices"
+    ]
 
 
 def test_device_names(core: ModuleType) -> None:

@@ -4,6 +4,7 @@ claim was allocated, the example driver, and starting a plugin on a simulated no
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +24,8 @@ def load_example() -> ModuleType:
     spec = importlib.util.spec_from_file_location("kubelet_driver", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # As a script's __main__ is: its classes' annotations resolve in it (a config dataclass).
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 

@@ -79,6 +79,22 @@ def test_device_updates_write_what_a_full_update_would(env: ControllerEnv) -> No
     assert env.errors == []
 
 
+def test_taints_in_a_pool_packed_at_64_are_one_write_each(env: ControllerEnv) -> None:
+    """A pool whose devices get tainted, packed at the API's limit for a slice with a
+    tainted device: taints in several full slices are one write each, the generation kept
+    (at 128 the first taint in a full slice moves half of it: every slice rewritten)."""
+    pool = rs.Pool(devices=[device(i) for i in range(DEVICES)], max_devices_per_slice=64)
+    ctrl = env.start_synced(pools(p=pool))
+    assert sorted(len(devices_of(s)) for s in env.slices("p")) == [40] + [64] * 15
+    env.counter.reset()
+    ctrl.update_devices("p", upsert=[device(i, taints=[TAINT]) for i in (0, 64, 640)])
+    assert ctrl.wait_synced(SYNC_TIMEOUT), env.errors
+    assert env.counter.writes() == {"PUT": 3}
+    assert _generations(env) == {1}
+    assert all("taints" in _published(env)[f"dev-{i}"] for i in (0, 64, 640))
+    assert env.errors == []
+
+
 def test_device_updates_are_validated_and_refused_whole(env: ControllerEnv) -> None:
     ctrl = env.start_synced(
         pools(

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.error
+import urllib.request
 
 import kubernetes.client
 import pytest
@@ -42,7 +45,14 @@ def test_a_failing_pool_shows_in_health_and_metrics_until_it_recovers(
     collector = metrics.register(ctrl, registry=registry)
     health = wait_until(lambda: (h := ctrl.health()).failing and h)
     assert list(health.failing) == ["p"]
-    assert health.failing["p"].startswith("ApiException: (404)"), health.failing
+    # One line, as /healthz serves it to whoever connects: no response headers or body.
+    assert health.failing == {"p": f'404 nodes "{node}" not found'}
+    with metrics.MetricsServer("127.0.0.1", 0, registry, collector) as server:
+        host, port = server.address
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=30)
+        assert refused.value.code == 503
+        assert json.loads(refused.value.read())[env.driver]["failing"] == health.failing
     assert (health.synced, health.synced_once, health.alive) == (False, False, True)
     assert health.last_sync_time is None and not health.ok
     assert health.informer_connected  # the informer lists before the workers start

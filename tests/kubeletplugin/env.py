@@ -35,16 +35,24 @@ def allocated_claim(
     devices: Sequence[str],
     pool: str = POOL,
     version: str = "v1",
+    config: Sequence[dict[str, Any]] = (),
+    class_config: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """A ResourceClaim for ``devices`` of ``driver``, created and allocated as the scheduler
     would (status.allocation written through the status subresource), in ``version`` of
-    resource.k8s.io."""
+    resource.k8s.io.
+
+    ``config``: the claim's ``spec.devices.config``; ``class_config``: the DeviceClass's
+    ``spec.config``. The allocation carries both as the scheduler copies them: the class's
+    first (``FromClass``, for the request), then the claim's (``FromClaim``)."""
     request: dict[str, Any] = {"deviceClassName": driver, "count": len(devices)}
     # v1beta1 has the request's fields inline; v1beta2 and v1 under "exactly".
     request = (
         {"name": "req", **request} if version == "v1beta1" else {"name": "req", "exactly": request}
     )
-    spec = {"devices": {"requests": [request]}}
+    spec: dict[str, Any] = {"devices": {"requests": [request]}}
+    if config:
+        spec["devices"]["config"] = list(config)
     body = {
         "apiVersion": f"resource.k8s.io/{version}",
         "kind": "ResourceClaim",
@@ -60,7 +68,11 @@ def allocated_claim(
                 "results": [
                     {"request": "req", "driver": driver, "pool": pool, "device": device}
                     for device in devices
-                ]
+                ],
+                "config": [
+                    *({"source": "FromClass", "requests": ["req"], **c} for c in class_config),
+                    *({"source": "FromClaim", **c} for c in config),
+                ],
             }
         }
     }

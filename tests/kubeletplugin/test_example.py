@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import kubernetes.client
 import pytest
@@ -85,9 +86,46 @@ def test_example_driver(
 
         assert kubelet.unprepare(driver, [claim])["claims"][uid(claim)]["error"] == ""
         assert list(cdi_dir.iterdir()) == []
+
+        # Opaque configuration: the claim's wins over its DeviceClass's; a claim whose
+        # configuration is not a DemoConfig fails alone, saying why.
+        def demo_config(greeting: str, version: str = "v1") -> dict[str, Any]:
+            parameters = {"apiVersion": f"{driver}/{version}", "kind": "DemoConfig"}
+            return {
+                "opaque": {"driver": driver, "parameters": {**parameters, "greeting": greeting}}
+            }
+
+        configured = allocated_claim(
+            kube_client,
+            driver,
+            "example-configured",
+            ["demo-0"],
+            node_name,
+            class_config=[demo_config("from the class")],
+            config=[demo_config("hi")],
+        )
+        misconfigured = allocated_claim(
+            kube_client,
+            driver,
+            "example-misconfigured",
+            ["demo-2"],
+            node_name,
+            config=[demo_config("hi", version="v2")],
+        )
+        answer = kubelet.prepare(driver, [configured, misconfigured])
+        assert answer["claims"][uid(misconfigured)]["error"] == (
+            "ConfigError: status.allocation.devices.config[0].opaque.parameters.apiVersion: "
+            "expected one of 'demo.example.com/v1', got 'demo.example.com/v2'"
+        )
+        spec = json.loads((cdi_dir / f"{driver}-{uid(configured)}.json").read_text())
+        assert [d["containerEdits"]["env"] for d in spec["devices"]] == [
+            ["DEMO_DEVICE_0=1", "DEMO_DEVICE_0_GREETING=hi"]
+        ]
+        assert kubelet.unprepare(driver, [configured])["claims"][uid(configured)]["error"] == ""
     finally:
         helper.stop()
-        delete_claim(kube_client, claim_name)
+        for name in (claim_name, "example-configured", "example-misconfigured"):
+            delete_claim(kube_client, name)
         request(
             kube_client,
             "DELETE",

@@ -47,9 +47,8 @@ class Node:
         Path(kwargs["registrar_dir"]).mkdir(exist_ok=True)  # kubelet's, made by kubelet
         kwargs.setdefault("plugin_data_dir", str(self.dir / "plugins" / self.driver))
         kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
-        helper = kubeletplugin.start(
-            plugin or self.plugin, driver=self.driver, api_client=self.client, **kwargs
-        )
+        kwargs.setdefault("api_client", self.client)
+        helper = kubeletplugin.start(plugin or self.plugin, driver=self.driver, **kwargs)
         self.helpers.append(helper)
         return helper
 
@@ -176,6 +175,24 @@ def test_claim_with_the_wrong_uid(node: Node, kubelet: KubeletHarness) -> None:
     assert [[uid(c) for c in call] for call in node.plugin.prepare_calls] == [[uid(good)]]
 
 
+def test_a_refused_claim_read_reaches_kubelet_as_one_line(
+    node: Node, kubelet: KubeletHarness, kube_cluster: TestCluster
+) -> None:
+    """The plugin's identity may not read claims: kubelet gets the status and the
+    apiserver's message, not the client's exception with the response's headers."""
+    with kube_cluster.api_client("driver") as unprivileged:  # no RBAC rights of its own
+        node.start(api_client=unprivileged)
+        kubelet.wait_registered(node.driver)
+        claim = node.claim("denied", ["dev-0"])
+        error = kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]["error"]
+    name = claim["metadata"]["name"]
+    assert error == (
+        f'403 resourceclaims.resource.k8s.io "{name}" is forbidden: User "driver" cannot get '
+        'resource "resourceclaims" in API group "resource.k8s.io" in the namespace "default"'
+    )
+    assert node.plugin.prepare_calls == []
+
+
 def test_callback_that_raises(node: Node, kubelet: KubeletHarness) -> None:
     node.start()
     kubelet.wait_registered(node.driver)
@@ -220,6 +237,39 @@ def test_driver_restart(node: Node, kubelet: KubeletHarness) -> None:
     answer = kubelet.prepare(node.driver, [claim])
     assert answer["claims"][uid(claim)]["error"] == ""
     assert restarted.prepared == {uid(claim)}
+
+
+def test_a_replaced_instance_leaves_the_new_ones_sockets(
+    node: Node, kubelet: KubeletHarness
+) -> None:
+    """A DaemonSet rollout without rolling_update_uid: the new pod binds the old pod's
+    socket paths while the old one runs. The old pod's stop leaves them, and kubelet keeps
+    calling the new one."""
+    old = node.start()
+    kubelet.wait_registered(node.driver)
+    seen = len(kubelet.events())
+    new_plugin = RecordingPlugin(node.driver)
+    new = node.start(new_plugin)
+    kubelet.wait_registered(node.driver, after=seen)
+    old.stop()
+    assert Path(new.registrar_socket_path).is_socket() and Path(new.plugin_socket_path).is_socket()
+    # kubelet handles the registry's changes in order: once it registered a driver started
+    # after the stop, a removal made by the stop would have unregistered node.driver first.
+    seen = len(kubelet.events())
+    later = f"later-{node.driver}"
+    with kubeletplugin.start(
+        RecordingPlugin(later),
+        driver=later,
+        api_client=node.client,
+        registrar_dir=str(node.dir / "registry"),
+        plugin_data_dir=str(node.dir / "plugins" / later),
+    ):
+        kubelet.wait_registered(later, after=seen)
+        events = kubelet.events()[seen:]
+        assert [e for e in events if e == {**e, "event": "deregister", "driver": node.driver}] == []
+        claim = node.claim("one", ["dev-0"])
+        assert devices_of(kubelet.prepare(node.driver, [claim]), claim) == ["dev-0"]
+        assert new_plugin.prepared == {uid(claim)}
 
 
 def test_v1beta1_only(node: Node, kubelet: KubeletHarness) -> None:

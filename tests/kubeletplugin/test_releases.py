@@ -1,6 +1,7 @@
 """The plugin with clusters of every release the package serves: it reads the claims kubelet
 names in the newest resource.k8s.io version the apiserver serves (v1, v1beta2 on 1.33, v1beta1
-on 1.32), and offers kubelets before 1.34 the v1beta1 service they speak."""
+on 1.32) and hands them to the driver as v1, and offers kubelets before 1.34 the v1beta1
+service they speak."""
 
 from __future__ import annotations
 
@@ -46,8 +47,17 @@ def test_prepare_on_each_release(
         answer = kubelet.prepare(DRIVER, [claim])
         assert answer["claims"][uid(claim)]["error"] == ""
         assert [d["deviceName"] for d in answer["claims"][uid(claim)]["devices"]] == ["dev-0"]
+        # The driver gets v1 whatever the cluster serves: the request's fields under
+        # "exactly", where v1beta1 has them inline.
         (got,) = plugin.prepare_calls[0]
-        assert got["apiVersion"] == f"resource.k8s.io/{version}"
+        assert got["apiVersion"] == "resource.k8s.io/v1"
+        assert got["spec"]["devices"]["requests"] == [
+            {
+                "name": "req",
+                "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1},
+            }
+        ]
+        assert got["metadata"]["uid"] == uid(claim)
         assert kubelet.unprepare(DRIVER, [claim])["claims"][uid(claim)]["error"] == ""
     finally:
         helper.stop()

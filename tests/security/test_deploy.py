@@ -6,11 +6,15 @@
   it): the apiserver's audit log shows every request they made allowed, and every verb the
   manifests grant them used — nothing granted is spare.
 - The ValidatingAdmissionPolicy keeps a node's driver pod to its own node's slices.
+- Every workload is least privilege: its pod is admitted by Pod Security Admission enforcing
+  "restricted" (the publisher), or needs "privileged" for its host mounts and nothing else
+  (the kubelet driver); images are pinned.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -476,3 +480,121 @@ def test_the_policy_confines_a_driver_pod_to_its_nodes_slices(
     finally:
         client_a.close()
         request(admin, "DELETE", SLICES, query=[("fieldSelector", "spec.driver=demo.example.com")])
+
+
+WORKLOADS = ("Deployment", "DaemonSet")
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+_namespaces = itertools.count()
+
+
+def workloads() -> list[dict[str, Any]]:
+    return [d for path in MANIFESTS for d in documents(path) if d["kind"] in WORKLOADS]
+
+
+def enforced_level(workload: dict[str, Any]) -> str:
+    """The Pod Security level the workload's own namespace enforces, as its manifest says."""
+    namespace = find("Namespace", workload["metadata"]["namespace"])
+    return str(namespace["metadata"].get("labels", {}).get(PSA_ENFORCE, "none"))
+
+
+def test_every_workload_drops_what_it_does_not_need() -> None:
+    """On plain data: what each container's securityContext says, and pinned images."""
+    found = workloads()
+    assert {w["kind"] for w in found} == set(WORKLOADS)
+    for workload in found:
+        spec = workload["spec"]["template"]["spec"]
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert context["readOnlyRootFilesystem"] is True
+            # A tag or a digest, never :latest (nor no tag, which is latest).
+            tag = container["image"].rpartition("/")[2].partition(":")[2]
+            assert "@" in container["image"] or tag not in ("", "latest"), container["image"]
+
+
+def test_only_the_scraper_may_reach_the_publishers_metrics() -> None:
+    """The NetworkPolicy is the publisher's: its pods, their metrics port, ingress only."""
+    policy = find("NetworkPolicy", "example-dra-driver-publisher")
+    deployment = find("Deployment", "example-dra-driver-publisher")
+    template = deployment["spec"]["template"]
+    [container] = template["spec"]["containers"]
+    assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == template["metadata"]["labels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    [rule] = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": container["ports"][0]["name"], "protocol": "TCP"}]
+    assert [list(peer) for peer in rule["from"]] == [["namespaceSelector"]]
+
+
+def namespace_enforcing(admin: kubernetes.client.ApiClient, level: str, account: str) -> str:
+    """A new namespace whose Pod Security Admission enforces ``level``, with ``account``."""
+    name = f"psa-{level}-{next(_namespaces)}"
+    body = {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {PSA_ENFORCE: level}}}  # fmt: skip
+    send_json(admin, "POST", "/api/v1/namespaces", json.dumps(body).encode())
+    account_body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}
+    path = f"/api/v1/namespaces/{name}/serviceaccounts"
+    send_json(admin, "POST", path, json.dumps(account_body).encode())
+    return name
+
+
+def admit_pod(admin: kubernetes.client.ApiClient, workload: dict[str, Any], namespace: str) -> str:
+    """A dry-run create of the workload's Pod in ``namespace`` (admission runs, nothing is
+    stored): "" when admitted, else the apiserver's message."""
+    template = workload["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": workload["metadata"]["name"],
+            "labels": template["metadata"]["labels"],
+        },
+        "spec": template["spec"],
+    }
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        request(admin, "POST", path, query=[("dryRun", "All")], body=json.dumps(pod).encode())
+    except ApiException as exc:
+        assert exc.status == 403, exc
+        return str(json.loads(exc.body)["message"])
+    return ""
+
+
+def violations(message: str) -> set[str]:
+    """The Pod Security checks a refusal names: ``hostPath volumes``, ``runAsUser=0``..."""
+    _, _, listed = message.partition('": ')
+    return {re.sub(r" \(.*", "", part) for part in re.split(r"\), ", listed)}
+
+
+@pytest.mark.usefixtures("applied")
+def test_the_publisher_is_admitted_under_restricted(admin: kubernetes.client.ApiClient) -> None:
+    """deploy/'s workload meets the "restricted" Pod Security Standard: its pod is admitted
+    by the apiserver's Pod Security Admission enforcing it, and its namespace enforces it."""
+    deployment = find("Deployment", "example-dra-driver-publisher")
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    restricted = namespace_enforcing(admin, "restricted", account)
+    assert admit_pod(admin, deployment, restricted) == ""
+    assert enforced_level(deployment) == "restricted"
+    assert admit_pod(admin, deployment, deployment["metadata"]["namespace"]) == ""
+
+
+@pytest.mark.usefixtures("applied")
+def test_the_kubelet_driver_needs_privileged_for_its_host_mounts_only(
+    admin: kubernetes.client.ApiClient,
+) -> None:
+    """Its namespace is "privileged", and needs to be for the hostPath volumes alone: under
+    "baseline" they are its only violation; under "restricted", they and root."""
+    daemonset = find("DaemonSet", "demo-driver")
+    account = daemonset["spec"]["template"]["spec"]["serviceAccountName"]
+    baseline = admit_pod(admin, daemonset, namespace_enforcing(admin, "baseline", account))
+    assert violations(baseline) == {"hostPath volumes"}, baseline
+    restricted = admit_pod(admin, daemonset, namespace_enforcing(admin, "restricted", account))
+    assert violations(restricted) == {
+        "restricted volume types",
+        "runAsNonRoot != true",
+        "runAsUser=0",
+    }, restricted
+    assert enforced_level(daemonset) == "privileged"
+    assert admit_pod(admin, daemonset, daemonset["metadata"]["namespace"]) == ""

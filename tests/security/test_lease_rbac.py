@@ -3,6 +3,7 @@ example runs a command the CLI accepts."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 from collections.abc import Iterator
@@ -75,6 +76,22 @@ def elect_and_release(cluster: TestCluster, lease: str) -> list[BaseException]:
     return errors
 
 
+def without(rules: list[dict[str, Any]], verb: str) -> list[dict[str, Any]]:
+    trimmed = copy.deepcopy(rules)
+    for rule in trimmed:
+        rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+    return [rule for rule in trimmed if rule["verbs"]]
+
+
+def the_lease(role: dict[str, Any]) -> str:
+    """The one Lease the Role names: publish's default for the Deployment's driver."""
+    [name] = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    deployment = shipped("publisher-deployment.yaml", "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert name == f"resourceslice-{build_parser().parse_args(container['command'][1:]).driver}"
+    return str(name)
+
+
 @pytest.mark.integration
 def test_the_shipped_role_is_enough_and_each_verb_is_needed(kube_cluster: TestCluster) -> None:
     role = shipped("leader-election.yaml", "Role")
@@ -82,27 +99,32 @@ def test_the_shipped_role_is_enough_and_each_verb_is_needed(kube_cluster: TestCl
         shipped("leader-election.yaml", "RoleBinding")["roleRef"]["name"]
         == (role["metadata"]["name"])
     )
+    lease = the_lease(role)
     admin = kube_cluster.api_client("admin")
     leases = kubernetes.client.CoordinationV1Api(admin)
+
+    def delete_lease() -> None:
+        with contextlib.suppress(kubernetes.client.ApiException):
+            leases.delete_namespaced_lease(lease, NAMESPACE)
+
     try:
         with bound_lease_role(kube_cluster, role["rules"]):
-            assert elect_and_release(kube_cluster, "shipped-role") == []
-        assert leases.read_namespaced_lease("shipped-role", NAMESPACE).spec.holder_identity in (
-            "",
-            None,
-        )
+            assert elect_and_release(kube_cluster, lease) == []
+            # Only that Lease: another one can be created, but never taken.
+            errors = elect_and_release(kube_cluster, "another-lease")
+            assert any(getattr(e, "status", None) == 403 for e in errors), errors
+        assert leases.read_namespaced_lease(lease, NAMESPACE).spec.holder_identity in ("", None)
         for verb in ("get", "create", "update"):
-            rules = copy.deepcopy(role["rules"])
-            rules[0]["verbs"].remove(verb)
-            lease = f"without-{verb}"
+            delete_lease()
             if verb != "create":  # without create, the Lease must exist already
                 leases.create_namespaced_lease(NAMESPACE, {"metadata": {"name": lease}})
-            with bound_lease_role(kube_cluster, rules):
+            with bound_lease_role(kube_cluster, without(role["rules"], verb)):
                 errors = elect_and_release(kube_cluster, lease)
             assert any(getattr(e, "status", None) == 403 for e in errors), (verb, errors)
     finally:
-        for lease in ["shipped-role", *(f"without-{v}" for v in ("get", "update"))]:
-            leases.delete_namespaced_lease(lease, NAMESPACE)
+        delete_lease()
+        with contextlib.suppress(kubernetes.client.ApiException):
+            leases.delete_namespaced_lease("another-lease", NAMESPACE)
         admin.close()
 
 
@@ -131,10 +153,12 @@ def sharded_round(cluster: TestCluster, lease: str) -> tuple[list[BaseException]
 
 @pytest.mark.integration
 def test_shards_need_list(kube_cluster: TestCluster) -> None:
-    """The shipped Role (no shards: no list) plus the "list" its comment says to add."""
+    """The shipped Role (no shards: no list) changed as its comment says for shards: "list"
+    added, and no resourceNames (the member Leases are named after each replica)."""
     role = shipped("leader-election.yaml", "Role")
-    with_list = copy.deepcopy(role["rules"])
-    with_list[0]["verbs"].append("list")
+    verbs = sorted({v for rule in role["rules"] for v in rule["verbs"]})
+    with_list = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                  "verbs": [*verbs, "list"]}]  # fmt: skip
     admin = kube_cluster.api_client("admin")
     leases = kubernetes.client.CoordinationV1Api(admin)
     try:
@@ -153,13 +177,19 @@ def test_shards_need_list(kube_cluster: TestCluster) -> None:
 def test_the_deployment_example_runs_a_valid_publish() -> None:
     deployment = shipped("publisher-deployment.yaml", "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    command = container["command"]
+    # kubelet expands $(POD_IP) from the container's env: the pod's IP (downward API).
+    assert container["env"] == [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    ]
+    pod_ip = "10.244.1.7"
+    command = [arg.replace("$(POD_IP)", pod_ip) for arg in container["command"]]
     assert command[0] == "resourceslice"
     args = build_parser().parse_args(command[1:])
     assert args.leader_elect and not args.once and args.shards == 1  # the Role has no list
-    # The probes ask the metrics server the command runs.
+    # The probes ask the metrics server the command runs, where kubelet's probes connect:
+    # the pod's IP (only: not every interface).
     port = container["ports"][0]
-    assert args.metrics_address == ("", port["containerPort"])
+    assert args.metrics_address == (pod_ip, port["containerPort"])
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/livez", "port": port["name"]}
     # The pools file of the ConfigMap is valid for that driver.

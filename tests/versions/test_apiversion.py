@@ -148,3 +148,40 @@ def test_what_the_release_takes_or_only_drops_is_sent(
 ) -> None:
     sent = json.loads(SliceVersion("v1beta2", release).to_served(slice_with(**spec)))
     assert sent["spec"] == {"driver": "d", "pool": SLICE["spec"]["pool"], **spec}
+
+
+def test_v1beta1_claim_requests_get_their_fields_under_exactly() -> None:
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "metadata": {"name": "c", "uid": "u"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    # adminAccess false is a value (Go tests for nil), an empty class is not.
+                    {"name": "a", "deviceClassName": "gpu", "count": 2, "adminAccess": False},
+                    {"name": "b", "deviceClassName": "", "firstAvailable": [{"name": "x"}]},
+                ],
+                "config": [{"requests": ["a"], "opaque": {"driver": "d", "parameters": {}}}],
+            }
+        },
+        "status": {"allocation": {"devices": {"results": []}}},
+    }
+    got = SliceVersion("v1beta1").claim_to_v1(json.loads(json.dumps(claim)))
+    assert got["apiVersion"] == "resource.k8s.io/v1"
+    assert got["spec"]["devices"]["requests"] == [
+        {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 2, "adminAccess": False}},
+        {"name": "b", "firstAvailable": [{"name": "x"}]},
+    ]
+    assert got["spec"]["devices"]["config"] == claim["spec"]["devices"]["config"]
+    assert got["status"] == claim["status"]
+
+
+@pytest.mark.parametrize("version", ["v1", "v1beta2"])
+def test_v1_and_v1beta2_claims_change_only_the_api_version(version: str) -> None:
+    requests = [{"name": "a", "exactly": {"deviceClassName": "gpu"}}]
+    claim = {
+        "apiVersion": f"resource.k8s.io/{version}",
+        "spec": {"devices": {"requests": requests}},
+    }
+    got = SliceVersion(version).claim_to_v1(json.loads(json.dumps(claim)))
+    assert got == {**claim, "apiVersion": "resource.k8s.io/v1"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from resourceslice._pycore.validate import MAX_DEVICES, MAX_DEVICES_ADVANCED, SLICE_OVERHEAD
+from resourceslice._pycore.validate import MAX_DEVICES_ADVANCED, SLICE_OVERHEAD
 
 
 class Item(NamedTuple):
@@ -17,6 +17,18 @@ class Item(NamedTuple):
 
     size: int
     advanced: bool
+
+
+class Limits(NamedTuple):
+    """What one slice may hold: the byte budget, and the device count (the pool's
+    ``maxDevicesPerSlice``, else the API's maximum), lowered to the API's limit for slices
+    with taints, counters or list attributes."""
+
+    max_bytes: int
+    max_devices: int
+
+    def devices(self, advanced: bool) -> int:
+        return min(self.max_devices, MAX_DEVICES_ADVANCED) if advanced else self.max_devices
 
 
 class _Bin:
@@ -27,13 +39,17 @@ class _Bin:
         self.bytes = 0
         self.advanced = 0
 
-    def fits(self, item: Item, max_bytes: int) -> bool:
-        limit = MAX_DEVICES_ADVANCED if self.advanced or item.advanced else MAX_DEVICES
-        return len(self.devices) < limit and SLICE_OVERHEAD + self.bytes + item.size < max_bytes
+    def fits(self, item: Item, limits: Limits) -> bool:
+        return (
+            len(self.devices) < limits.devices(bool(self.advanced) or item.advanced)
+            and SLICE_OVERHEAD + self.bytes + item.size < limits.max_bytes
+        )
 
-    def breaks_limits(self, max_bytes: int) -> bool:
-        limit = MAX_DEVICES_ADVANCED if self.advanced else MAX_DEVICES
-        return len(self.devices) > limit or SLICE_OVERHEAD + self.bytes > max_bytes
+    def breaks_limits(self, limits: Limits) -> bool:
+        return (
+            len(self.devices) > limits.devices(bool(self.advanced))
+            or SLICE_OVERHEAD + self.bytes > limits.max_bytes
+        )
 
     def push(self, index: int, item: Item) -> None:
         self.devices.append(index)
@@ -47,16 +63,16 @@ class _Bin:
         return index
 
 
-def _place(bins: list[_Bin], items: Sequence[Item], order: Iterable[int], max_bytes: int) -> None:
+def _place(bins: list[_Bin], items: Sequence[Item], order: Iterable[int], limits: Limits) -> None:
     """Places ``order`` into ``bins``: each device into the lowest bin it fits, else a new one."""
     # Bins below ``full`` hold the maximum count and can never take another device.
     full = 0
     for index in order:
-        while full < len(bins) and len(bins[full].devices) >= MAX_DEVICES:
+        while full < len(bins) and len(bins[full].devices) >= limits.max_devices:
             full += 1
         item = items[index]
         for b in bins[full:]:
-            if b.fits(item, max_bytes):
+            if b.fits(item, limits):
                 b.push(index, item)
                 break
         else:
@@ -66,7 +82,7 @@ def _place(bins: list[_Bin], items: Sequence[Item], order: Iterable[int], max_by
 
 
 def pack(
-    items: Sequence[Item], current: Sequence[Sequence[int]], max_bytes: int
+    items: Sequence[Item], current: Sequence[Sequence[int]], limits: Limits
 ) -> list[list[int]]:
     """Packs ``items`` (desired order) given ``current``: per slice index, the desired devices it
     holds now, in stored order. Returns device indices per slice, slice ``i`` at position ``i``."""
@@ -79,7 +95,7 @@ def pack(
             if not kept[index]:
                 kept[index] = True
                 b.push(index, items[index])
-        while b.breaks_limits(max_bytes):
+        while b.breaks_limits(limits):
             index = b.pop(items)
             kept[index] = False
             evicted.append(index)
@@ -87,9 +103,9 @@ def pack(
     was_evicted = set(evicted)
     order = [i for i in range(len(items)) if not kept[i] and i not in was_evicted]
     order += [i for i in evicted if not kept[i]]
-    _place(bins, items, order, max_bytes)
+    _place(bins, items, order, limits)
     fresh: list[_Bin] = []
-    _place(fresh, items, range(len(items)), max_bytes)
+    _place(fresh, items, range(len(items)), limits)
     slack = max(1, len(fresh) // 10)
     # Empty slices at the end would only be deleted later; slice 0 always stays.
     while len(bins) > 1 and not bins[-1].devices:

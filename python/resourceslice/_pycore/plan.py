@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from resourceslice._pycore import canonical
 from resourceslice._pycore.decode import SliceRecord
-from resourceslice._pycore.pack import Item, pack
+from resourceslice._pycore.pack import Item, Limits, pack
 from resourceslice._pycore.validate import DesiredPool, DesiredState, DeviceEntry
 
 #: ``(api_version, kind, name, uid)`` of the slices' owner.
@@ -127,7 +127,7 @@ def _desired_slices(
     items = [Item(d.size, d.advanced) for d in devices]
     return [
         _SliceRef([devices[i] for i in slice_], None, False)
-        for slice_ in pack(items, held, max_bytes)
+        for slice_ in pack(items, held, Limits(max_bytes, pool.max_devices_per_slice))
     ]
 
 

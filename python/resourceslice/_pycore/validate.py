@@ -98,6 +98,8 @@ BAD_POOL_NAME = (
 )
 DEVICES_OR_SLICES = "exactly one of devices and slices is required"
 NEGATIVE = "must not be negative"
+BAD_DEVICES_PER_SLICE = "must be from 1 to 128"
+PACKED_ONLY = "only a flat devices list is packed: not allowed with slices"
 NOT_POSITIVE = "must be positive"
 DEVICES_AND_COUNTERS = "a slice has devices or sharedCounters, not both"
 POLICY_NEEDS_MULTIPLE = "requestPolicy needs allowMultipleAllocations: true"
@@ -1250,6 +1252,8 @@ class DesiredPool:
     node_selector: Any
     all_nodes: bool
     generation: int
+    #: At most this many devices in each packed slice (a flat pool's ``maxDevicesPerSlice``).
+    max_devices_per_slice: int = MAX_DEVICES
 
     def device_count(self) -> int:
         if self.slices is not None:
@@ -1463,6 +1467,18 @@ def _check_pool(
             if checked < 0:
                 e.report(NEGATIVE)
             generation = checked
+    max_devices_per_slice = MAX_DEVICES
+    raw_max_devices = _get(entries, "maxDevicesPerSlice")
+    if raw_max_devices is not None:
+        with e.field("maxDevicesPerSlice"):
+            checked = _check_int(e, raw_max_devices)
+            if checked is not None:
+                if slices is not None:
+                    e.report(PACKED_ONLY)
+                if 1 <= checked <= MAX_DEVICES:
+                    max_devices_per_slice = checked
+                else:
+                    e.report(BAD_DEVICES_PER_SLICE)
     selection = _Selection(e, entries)
     names: set[str] = set()
     flat: list[DeviceEntry] | None = None
@@ -1477,7 +1493,14 @@ def _check_pool(
                 flat, _ = _check_devices(e, devices, False, {}, names, max_slice_bytes)
         else:
             flat = []
-    return DesiredPool(flat, explicit, selection.node_selector, selection.all_nodes, generation)
+    return DesiredPool(
+        flat,
+        explicit,
+        selection.node_selector,
+        selection.all_nodes,
+        generation,
+        max_devices_per_slice,
+    )
 
 
 @dataclass(frozen=True)

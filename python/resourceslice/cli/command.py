@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from resourceslice.cli.common import EXIT_FAILED, UserError, describe_api_error
+from resourceslice._errortext import describe_error
+from resourceslice.cli.common import EXIT_FAILED, UserError
 from resourceslice.cli.diff import cmd_diff
 from resourceslice.cli.plan import cmd_plan
 from resourceslice.cli.prune import cmd_prune
@@ -195,6 +196,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(exc, (ApiException, HTTPError, OSError)):
             raise
-        print(f"resourceslice: {describe_api_error(exc)}", file=sys.stderr)
+        print(f"resourceslice: {describe_error(exc)}", file=sys.stderr)
         return EXIT_FAILED
     return code

@@ -4,13 +4,13 @@ cluster client and its errors."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from resourceslice._errortext import describe_error
 from resourceslice._kubeconfig import default_api_client, in_cluster, kubeconfig_paths
 from resourceslice._plain import owner_ref, prepare
 from resourceslice._poolfile import Selection, parse_resources, read_document
@@ -115,18 +115,6 @@ def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
         raise UserError(f"kubeconfig {paths or '(in-cluster)'}: {exc}") from None
 
 
-def describe_api_error(exc: BaseException) -> str:
-    """One line for an API error: the status and the apiserver's own message."""
-    from kubernetes.client.exceptions import ApiException
-
-    if not isinstance(exc, ApiException):
-        return f"{type(exc).__name__}: {exc}"
-    message = exc.reason or ""
-    with contextlib.suppress(ValueError, KeyError, TypeError):
-        message = json.loads(exc.body or "")["message"]
-    return f"{exc.status} {message}".strip()
-
-
 def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
     from resourceslice._apiversion import ResourceSliceAPI
 
@@ -146,7 +134,7 @@ def node_owner(client: ApiClient, node: str | None) -> Owner | None:
         uid = node_uid(client, node)
     except ApiException as exc:
         raise UserError(
-            f"node {node}: {describe_api_error(exc)} (the Node owns the slices, so it must exist)",
+            f"node {node}: {describe_error(exc)} (the Node owns the slices, so it must exist)",
             EXIT_FAILED,
         ) from None
     return Owner(api_version="v1", kind="Node", name=node, uid=uid)

@@ -11,12 +11,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
+from resourceslice._errortext import describe_error
 from resourceslice.cli.common import (
     EXIT_USAGE,
     UserError,
     api_client,
     cluster_plans,
-    describe_api_error,
     load,
     node_owner,
     selection_of,
@@ -75,7 +75,7 @@ def cmd_diff(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except UserError as exc:  # a missing Node: an error, not "differences found"
         raise UserError(str(exc), EXIT_USAGE) from None
     except (ApiException, HTTPError, OSError) as exc:
-        raise UserError(describe_api_error(exc), EXIT_USAGE) from None
+        raise UserError(describe_error(exc), EXIT_USAGE) from None
     records = core.decode_list(data)[1]
     live = {item["metadata"]["name"]: item for item in json.loads(data)["items"]}
     shown = []

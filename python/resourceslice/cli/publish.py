@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING
 
+from resourceslice._errortext import describe_error
 from resourceslice._kubeconfig import kubeconfig_paths
 from resourceslice._poolfile import Selection
 from resourceslice.api import Owner, Stats
@@ -24,7 +25,6 @@ from resourceslice.cli.common import (
     api_client,
     cluster_plans,
     counted,
-    describe_api_error,
     list_records,
     load,
     node_owner,
@@ -109,7 +109,7 @@ class Publisher:
 
     def on_error(self, exc: BaseException, message: str) -> None:
         self.failures += 1
-        self.err.write(f"error: {message}: {describe_api_error(exc)}\n")
+        self.err.write(f"error: {message}: {describe_error(exc)}\n")
         self.err.flush()
 
     def run(self) -> int:

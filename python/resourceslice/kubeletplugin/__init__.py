@@ -6,8 +6,11 @@ Needs the ``kubelet`` extra (``pip install resourceslice[kubelet]``: grpcio, pro
 
     class MyPlugin:
         def prepare_resource_claims(self, claims):      # or async def
-            return {c["metadata"]["uid"]: kubeletplugin.PrepareResult(devices=[...])
-                    for c in claims}
+            return kubeletplugin.prepare_each(claims, self.prepare_claim)
+
+        def prepare_claim(self, claim):                 # a v1 ResourceClaim (TypedDict)
+            devices = kubeletplugin.allocated_devices(claim, DRIVER, MyConfig)
+            return [d.prepared(cdi_device_ids=[...]) for d in devices]   # d.config: MyConfig
 
         def unprepare_resource_claims(self, claims):
             return {c.uid: None for c in claims}
@@ -16,12 +19,34 @@ Needs the ``kubelet`` extra (``pip install resourceslice[kubelet]``: grpcio, pro
                                  node_name=os.environ["NODE_NAME"])
     helper.publish_resources(resourceslice.DriverResources(pools={...}))
 
-See docs/kubelet-plugin.md, the README's driver and ``examples/``.
+Which thread runs what:
+
+- ``prepare_resource_claims`` / ``unprepare_resource_claims``: a plain function on a gRPC
+  thread (one call at a time with ``serialize``); a coroutine function on the event loop:
+  ``start(loop=...)``, else the loop running where ``start()`` was called (``async with
+  kubeletplugin.start(...)`` in the driver's coroutine), else a thread with a loop of the
+  helper's own. The gRPC thread waits for it, until kubelet's deadline.
+- ``watch_health``: a plain iterator on the gRPC thread of the stream, an async one on that
+  same event loop.
+- ``error_handler``: a plain function, on the thread that saw the error (a gRPC thread, the
+  controller's worker).
+
+``async with`` stops the helper on a thread at its end, so the loop goes on serving the calls
+in flight meanwhile. See docs/kubelet-plugin.md, the README's driver and ``examples/``.
 """
 
 from __future__ import annotations
 
+from resourceslice.kubeletplugin.allocation import AllocatedDevice, allocated_devices, prepare_each
 from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR, CDISpecWriter
+from resourceslice.kubeletplugin.claims import (
+    AllocationResult,
+    DeviceAllocationConfiguration,
+    DeviceRequestAllocationResult,
+    OpaqueDeviceConfiguration,
+    ResourceClaim,
+)
+from resourceslice.kubeletplugin.config import ConfigError, decode_config
 from resourceslice.kubeletplugin.helper import Helper, start
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
@@ -42,7 +67,6 @@ from resourceslice.kubeletplugin.types import (
     Plugin,
     PrepareResult,
     PrepareResults,
-    ResourceClaim,
     UnprepareResults,
 )
 
@@ -54,19 +78,28 @@ __all__ = [
     "HEALTH_V1ALPHA1",
     "KUBELET_PLUGINS_DIR",
     "KUBELET_REGISTRY_DIR",
+    "AllocatedDevice",
+    "AllocationResult",
     "CDISpecWriter",
     "ClaimRef",
+    "ConfigError",
     "Device",
+    "DeviceAllocationConfiguration",
     "DeviceHealth",
+    "DeviceRequestAllocationResult",
     "HealthNotSupportedError",
     "HealthReporter",
     "HealthStatus",
     "Helper",
+    "OpaqueDeviceConfiguration",
     "Plugin",
     "PrepareResult",
     "PrepareResults",
     "ResourceClaim",
     "UnprepareResults",
+    "allocated_devices",
+    "decode_config",
+    "prepare_each",
     "rolling_update_registrar_socket",
     "start",
 ]

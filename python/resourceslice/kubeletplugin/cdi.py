@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from resourceslice.kubeletplugin.registration import check_driver_name
+
 #: Where container runtimes look for CDI specs unless configured otherwise.
 DEFAULT_CDI_DIR = "/var/run/cdi"
 #: The spec version written: env, deviceNodes, mounts and hooks are all in 0.6.0, which
@@ -48,6 +50,7 @@ class CDISpecWriter:
         device_class: str = "device",
         cdi_version: str = DEFAULT_CDI_VERSION,
     ) -> None:
+        check_driver_name(driver)  # before it goes into a path
         if not _VENDOR_OR_CLASS.fullmatch(driver):
             raise ValueError(
                 f"driver {driver!r} is not a CDI vendor name (a letter first, then letters, "

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from resourceslice._errortext import describe_error
 from resourceslice.kubeletplugin._pb import (
     health_v1_pb2,
     health_v1_pb2_grpc,
@@ -101,7 +102,7 @@ def health_servicer(source: HealthSource, pb: Any) -> Any:
         if report.error is not None:
             context.abort(
                 grpc.StatusCode.UNKNOWN,
-                f"watch_health failed: {type(report.error).__name__}: {report.error}",
+                f"watch_health failed: {describe_error(report.error)}",
             )
 
     servicer = type("Health", (base,), {"NodeWatchResources": staticmethod(watch)})

@@ -47,6 +47,7 @@ from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2_grpc,
 )
 from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
+from resourceslice.kubeletplugin.claims import ResourceClaim
 from resourceslice.kubeletplugin.healthstream import health_servicer
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
@@ -55,26 +56,27 @@ from resourceslice.kubeletplugin.registration import (
     HEALTH_V1ALPHA1,
     KUBELET_PLUGINS_DIR,
     KUBELET_REGISTRY_DIR,
-    UNIX_PATH_MAX,
     Registrar,
+    check_driver_name,
     rolling_update_registrar_socket,
 )
 from resourceslice.kubeletplugin.serialize import Serializer
 from resourceslice.kubeletplugin.service import DRAService, error_text
+from resourceslice.kubeletplugin.sockets import SocketId, listen, remove_if_ours
 from resourceslice.kubeletplugin.types import (
     ClaimRef,
     DeviceHealth,
     HealthReporter,
     Plugin,
     PrepareResult,
-    ResourceClaim,
 )
 
 log = logging.getLogger("resourceslice.kubeletplugin")
 
 
 class Helper:
-    """A running kubelet plugin: built by :func:`start`; ``stop()`` or ``with`` ends it.
+    """A running kubelet plugin: built by :func:`start`; ``stop()``, ``with`` or ``async with``
+    ends it.
 
     ``registrar_socket_path`` and ``plugin_socket_path`` are where it serves, ``services``
     what it offers kubelet, ``registration_status`` what kubelet answered last.
@@ -121,14 +123,13 @@ class Helper:
         self._max_workers = max_workers
         self._controller: Controller | None = None
         self._controller_lock = threading.Lock()
-        self._servers: list[tuple[grpc.Server, str]] = []
+        #: Each server, its socket's path, and the socket file it bound there.
+        self._servers: list[tuple[grpc.Server, str, SocketId]] = []
         self._stopped = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _serve(self, path: str, register: Callable[[grpc.Server], None]) -> None:
-        if len(path) >= UNIX_PATH_MAX:
-            raise ValueError(f"socket path {path} is longer than a Unix socket allows")
         # The driver's own data directory is made if missing; kubelet's registration
         # directory is not (Go's helper makes neither): a socket in a directory of our own
         # making would never be seen by kubelet, a missing host mount made silent.
@@ -139,15 +140,9 @@ class Helper:
                 "(is it mounted from the host? see registrar_dir)"
             )
         directory.mkdir(parents=True, exist_ok=True)
-        # A socket left behind by a crashed instance would make the bind fail.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers))
         register(server)
-        if server.add_insecure_port(f"unix://{path}") == 0:
-            raise OSError(f"cannot listen on {path}")
-        server.start()
-        self._servers.append((server, path))
+        self._servers.append((server, path, listen(server, path)))
 
     def _start(self) -> None:
         dra = DRAService(self)
@@ -197,10 +192,9 @@ class Helper:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        for server, path in reversed(self._servers):
+        for server, path, socket_id in reversed(self._servers):
             server.stop(grace=None).wait()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            remove_if_ours(path, socket_id)
         self._servers.clear()
         with self._controller_lock:
             if self._controller is not None:
@@ -212,6 +206,14 @@ class Helper:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    async def __aenter__(self) -> Helper:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # stop() waits for the calls in flight, and a coroutine callback among them ends only
+        # if this loop goes on: it runs on a thread meanwhile.
+        await asyncio.to_thread(self.stop)
 
     def wait_registered(self, timeout: float | None = None) -> bool:
         """Block until kubelet reported a successful registration (True), or time out."""
@@ -263,12 +265,13 @@ class Helper:
             f"/resourceclaims/{quote(ref.name, safe='')}"
         )
         try:
-            claim: ResourceClaim = json.loads(self._get(path, deadline))
+            # In v1 whatever the cluster serves, as Go's helper hands its drivers v1 claims.
+            claim = cast(ResourceClaim, version.claim_to_v1(json.loads(self._get(path, deadline))))
         except ApiException as exc:
             if exc.status == 404:
                 raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
             raise
-        uid = claim.get("metadata", {}).get("uid")
+        uid = claim["metadata"].get("uid")
         if uid != ref.uid:
             raise ValueError(
                 f"claim {ref.namespace}/{ref.name} got replaced: UID {uid}, not {ref.uid}"
@@ -404,12 +407,16 @@ def start(
 ) -> Helper:
     """Serve ``plugin`` to kubelet and register it; returns the running :class:`Helper`.
 
+    ``driver``: a DNS subdomain in lower case (ValueError otherwise): it names the paths.
     ``api_client``: reads the claims kubelet names, and publishes (``publish_resources``).
     ``node_name`` (and optionally ``node_uid``): the node, owner of the published slices.
 
     Sockets: registration at ``<registrar_dir>/<driver>-reg.sock``, the DRA service at
     ``<plugin_data_dir>/dra.sock``, with ``plugin_data_dir`` by default
-    ``/var/lib/kubelet/plugins/<driver>`` (kubelet's defaults; names can be overridden).
+    ``/var/lib/kubelet/plugins/<driver>`` (kubelet's defaults; names can be overridden). A
+    stale socket at either path is replaced, anything else there is a FileExistsError; at
+    stop, a path is removed only while it is still this instance's socket
+    (:mod:`~resourceslice.kubeletplugin.sockets`).
 
     ``rolling_update_uid``: the pod's UID (downward API). Then the sockets carry it, so the
     old and new pod of a DaemonSet's rolling update can both be registered (kubelet calls the
@@ -421,7 +428,10 @@ def start(
     speaks v1, 1.32-1.33 only v1beta1). ``health``: offer the health service; by default when
     ``plugin`` has ``watch_health``.
 
-    ``loop``: the event loop for coroutine callbacks (by default a thread with its own).
+    ``loop``: the event loop for coroutine callbacks: by default the running loop when
+    called in a coroutine (then prefer ``async with``, whose exit stops the helper without
+    blocking that loop), else a thread with a loop of its own (see the package doc for which
+    thread runs what).
     ``error_handler(exc, message)``: failed callbacks, registration refused, the controller's
     errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
     (an open health stream holds one).
@@ -429,6 +439,8 @@ def start(
     if api_client is None:
         # As Go's helper refuses to start without a client: claims are read with it.
         raise ValueError("api_client must be given: kubelet's claims are read with it")
+    # First: every default path below is made of the name.
+    check_driver_name(driver)
     if rolling_update_uid and registrar_socket:
         raise ValueError("rolling_update_uid and registrar_socket exclude each other")
     if registrar_socket is None:
@@ -455,6 +467,12 @@ def start(
     # asking.
     if health:
         services += [HEALTH_V1, HEALTH_V1ALPHA1]
+    if loop is None:
+        # Started in a coroutine (``async with kubeletplugin.start(...)``): coroutine callbacks
+        # run on that loop, where the driver's own loop-bound objects (locks, queues, clients)
+        # work; a private loop would fail them.
+        with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
     lock_file = None
     if rolling_update_uid:
         lock_file = Path(lock_dir or plugin_data_dir) / "serialize.lock"

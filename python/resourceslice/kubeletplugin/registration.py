@@ -17,6 +17,7 @@ from typing import Protocol
 
 import grpc
 
+from resourceslice._pycore.validate import MAX_DRIVER_LENGTH, is_driver_name
 from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
@@ -35,6 +36,23 @@ HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
 
 #: A Unix socket path is at most this long, its terminating NUL included (sun_path).
 UNIX_PATH_MAX = 108
+
+
+def check_driver_name(driver: str) -> None:
+    """ValueError unless ``driver`` is a DNS subdomain in lower case, of at most 63 characters.
+
+    The name goes into the sockets', the lock's and the CDI specs' paths: checked before
+    any is built, "/etc" or "../x" can never reach one. The rule is the apiserver's for a
+    driver name (this library's copy of it), but for upper case, which the apiserver only
+    warns about: kubelet, the CDI runtime and the file system take a name as written, so a
+    driver keeps one spelling everywhere.
+    """
+    if not (is_driver_name(driver) and driver == driver.lower()):
+        raise ValueError(
+            f"driver name {driver!r} is not a DNS subdomain in lower case of at most "
+            f"{MAX_DRIVER_LENGTH} characters (letters, digits, '-' and '.'; a letter or "
+            "digit at both ends of each dot-separated part)"
+        )
 
 
 def rolling_update_registrar_socket(registry_dir: str, driver: str, uid: str) -> str:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from resourceslice._errortext import describe_error
 from resourceslice.kubeletplugin._pb import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -34,9 +35,8 @@ def deadline_of(context: Any) -> float | None:
 
 
 def error_text(error: str | BaseException) -> str:
-    if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return error
+    """What kubelet gets for a failed claim, and puts into the pod's events: one line."""
+    return describe_error(error) if isinstance(error, BaseException) else error
 
 
 def base_request(name: str) -> str:

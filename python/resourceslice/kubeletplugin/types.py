@@ -5,11 +5,9 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Protocol, Union
 
-#: A ResourceClaim as the apiserver returned it (REST JSON, the newest ``resource.k8s.io``
-#: version it serves), with ``status.allocation`` set.
-ResourceClaim = dict[str, Any]
+from resourceslice.kubeletplugin.claims import ResourceClaim
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,11 @@ class Plugin(Protocol):
     """The driver's side: what kubelet asks of it, through :func:`start`'s helper.
 
     Each method may be a plain function or a coroutine function (``async def``); coroutines
-    run on the helper's event loop (the ``loop`` given to :func:`start`, else one of its own).
+    run on the helper's event loop (the ``loop`` given to :func:`start`, else the loop running
+    where it was called, else one of its own). Claims come as ``resource.k8s.io/v1`` on every
+    cluster; :func:`~resourceslice.kubeletplugin.allocated_devices` picks the driver's devices
+    of one, with their configuration, and :func:`~resourceslice.kubeletplugin.prepare_each`
+    turns a per-claim function into these results.
     The helper serialises the calls (see ``serialize``), fetches the claims and checks that
     each still has the UID kubelet named, so a callback sees only allocated claims that exist.
     An exception from a callback fails every claim of the call, with its message as each

@@ -89,10 +89,15 @@ def module_files(release: str, src: Path | None = None) -> tuple[str, str]:
     return (f"go-{release}.mod", f"go-{release}.sum")
 
 
-def _source_key(src: Path, go: str, gomod: str, gosum: str, tags: Sequence[str]) -> str:
+def _source_key(
+    src: Path, go: str, gomod: str, gosum: str, tags: Sequence[str], package: str = "."
+) -> str:
     """Content hash of what the binary is built from: sources, pins, build tags and the Go
     version."""
     digest = hashlib.sha256()
+    if package != ".":  # another main package of the module: its own files too
+        for path in sorted((src / package).glob("*.go")):
+            digest.update(f"{package}/{path.name}".encode() + b"\0" + path.read_bytes() + b"\0")
     # Hashed under their default names, so the default release keeps its key; main.go first,
     # then any other Go file, so a module of main.go alone keeps its key too.
     others = sorted(p.name for p in src.glob("*.go") if p.name != "main.go")
@@ -121,17 +126,20 @@ def build_go_binary(
     gomod: str = "go.mod",
     gosum: str = "go.sum",
     tags: Sequence[str] = (),
+    package: str = ".",
     quiet: bool = False,
 ) -> Path:
-    """Build the Go module ``src`` (its main package, pinned by ``gomod``/``gosum``, with
-    build ``tags``) once per machine, as ``~/.cache/resourceslice/<cache_name>-<key>/<binary>``.
+    """Build the Go module ``src`` (its main package, or the one in the directory ``package``,
+    pinned by ``gomod``/``gosum``, with build ``tags``) once per machine, as
+    ``~/.cache/resourceslice/<cache_name>-<key>/<binary>``.
 
     ``key`` hashes the sources, pins, tags and Go version, so a change rebuilds. One build at a
     time per machine: a second process waits on the lock, then finds the binary. ``what``
     names the binary in messages.
     """
     go = _go()
-    target = cache_dir() / f"{cache_name}-{_source_key(src, go, gomod, gosum, tags)}" / binary
+    key = _source_key(src, go, gomod, gosum, tags, package)
+    target = cache_dir() / f"{cache_name}-{key}" / binary
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -154,8 +162,9 @@ def build_go_binary(
         tmp = target.with_suffix(".tmp")
         started = time.monotonic()
         tag_args = [f"-tags={','.join(tags)}"] if tags else []
+        main = "." if package == "." else f"./{package}"
         result = subprocess.run(
-            [go, "build", f"-modfile={gomod}", *tag_args, "-o", str(tmp), "."],
+            [go, "build", f"-modfile={gomod}", *tag_args, "-o", str(tmp), main],
             cwd=src,
             env=env,
             capture_output=True,
