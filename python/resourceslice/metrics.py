@@ -216,8 +216,8 @@ class MetricsServer:
     HTTP, in a thread.
 
     ``/livez``, ``/readyz``, ``/healthz``: as :func:`resourceslice.serve_health` answers
-    them. Port 0 picks a free port: ``address``
-    says which. It listens from the start, so that a port in use is known before any write.
+    them. Port 0 picks a free port: ``address`` says which. It listens from the start, so
+    that a port in use is known before any write.
     ``limits`` bound what clients can hold (:class:`ServerLimits`): hostile or stuck clients
     neither hang the probes nor pile up threads.
     """
