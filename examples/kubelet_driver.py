@@ -45,7 +45,7 @@ class DemoDriver:
         self.cdi = cdi
         self.count = count
 
-    def devices(self) -> list[dict[str, Any]]:
+    def devices(self) -> list[rs.Device]:
         """The node's devices, in the REST JSON shape (what ``kubectl get -o json`` shows)."""
         return [
             {"name": f"demo-{i}", "attributes": {"index": {"int": i}}} for i in range(self.count)

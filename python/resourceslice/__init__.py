@@ -17,6 +17,7 @@ from resourceslice.api import (
     DroppedFieldsError,
     Owner,
     Pool,
+    ResourceSliceError,
     Slice,
     SliceExistsError,
     Stats,
@@ -24,12 +25,15 @@ from resourceslice.api import (
 )
 from resourceslice.controller import (
     Controller,
+    ControllerOptions,
     ControllerStoppedError,
     ErrorHandler,
     start_controller,
 )
 from resourceslice.health import Health
 from resourceslice.leaderelection import LeaderElection, LeadershipLostError
+from resourceslice.preview import plan, validate
+from resourceslice.probes import HealthServer, ServerLimits, serve_health
 from resourceslice.types import (
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
@@ -40,13 +44,17 @@ from resourceslice.types import (
     DeviceCapacity,
     DeviceCounterConsumption,
     DeviceTaint,
+    KubernetesModel,
     NodeAllocatableMapping,
     NodeAllocatableOverhead,
     NodeAllocatableResource,
+    NodeOperation,
     NodeSelector,
+    NodeSelectorOperator,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Quantity,
+    TaintEffect,
 )
 
 try:
@@ -59,6 +67,7 @@ __all__ = [
     "CapacityRequestPolicyRange",
     "ConflictingWriterError",
     "Controller",
+    "ControllerOptions",
     "ControllerStoppedError",
     "Counter",
     "CounterSet",
@@ -71,22 +80,32 @@ __all__ = [
     "DroppedFieldsError",
     "ErrorHandler",
     "Health",
+    "HealthServer",
+    "KubernetesModel",
     "LeaderElection",
     "LeadershipLostError",
     "NodeAllocatableMapping",
     "NodeAllocatableOverhead",
     "NodeAllocatableResource",
+    "NodeOperation",
     "NodeSelector",
+    "NodeSelectorOperator",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "Owner",
     "Pool",
     "Quantity",
+    "ResourceSliceError",
+    "ServerLimits",
     "Slice",
     "SliceExistsError",
     "Stats",
+    "TaintEffect",
     "ValidationError",
     "core_backend",
     "load_resources",
+    "plan",
+    "serve_health",
     "start_controller",
+    "validate",
 ]

@@ -35,7 +35,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._http import SliceLister, delete_options, get_json, request, send_json
-from resourceslice.api import ValidationError
+from resourceslice.api import ResourceSliceError, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ VERSIONS = ("v1", "v1beta2", "v1beta1")
 _T = TypeVar("_T")
 
 
-class NoResourceAPIError(RuntimeError):
+class NoResourceAPIError(RuntimeError, ResourceSliceError):
     """The cluster serves none of the ``resource.k8s.io`` versions this package speaks."""
 
     def __init__(self, served: list[str]) -> None:

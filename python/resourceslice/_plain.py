@@ -16,7 +16,7 @@ from resourceslice.api import DriverResources, Owner, Pool, Slice
 
 if TYPE_CHECKING:
     from resourceslice import _core as core
-    from resourceslice._core import OwnerRef
+    from resourceslice._core import Desired, OwnerRef
 else:
     from resourceslice._backend import core
 
@@ -148,3 +148,39 @@ def to_plain_pools(
 def owner_ref(owner: Owner | None) -> OwnerRef | None:
     """The owner as the core's ``(apiVersion, kind, name, uid)``."""
     return None if owner is None else (owner.api_version, owner.kind, owner.name, owner.uid)
+
+
+def prepare(
+    driver: str,
+    resources: DriverResources,
+    node_name: str | None,
+    max_slice_bytes: int,
+    only_pool: str | None = None,
+) -> tuple[Desired | None, list[str]]:
+    """The core's desired state of ``resources``, or None and every problem found: what a
+    controller of ``driver`` would publish, the Node ``node_name``'s (its owner's) or
+    cluster-wide, only pool ``only_pool`` when given (``reconcile_pool_with_name``).
+
+    One place for the controller, ``rs.plan``/``rs.validate`` and the command, so that what
+    one accepts the others accept too."""
+    pools, errors = to_plain_pools(resources, node_name)
+    if only_pool is not None:
+        errors += [
+            f'pools["{name}"]: only pool "{only_pool}" is reconciled (reconcile_pool_with_name)'
+            for name in sorted(pools)
+            if name != only_pool
+        ]
+    if node_name is not None:
+        # The informer of a Node owner sees only slices with that spec.nodeName: a pool
+        # published cluster-wide would be invisible to it, and created again and again.
+        errors += [
+            f'pools["{name}"]: a Node owner publishes only node-local pools; '
+            "use reconcile_pool_with_name for a pool with a node selection of its own"
+            for name, pool in sorted(pools.items())
+            if pool["nodeSelector"] is not None
+            or pool["allNodes"]
+            or any(s["perDeviceNodeSelection"] for s in pool["slices"] or ())
+        ]
+    if errors:
+        return None, errors
+    return core.prepare_desired(driver, pools, max_slice_bytes)

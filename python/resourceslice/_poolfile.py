@@ -23,14 +23,14 @@ import os
 import re
 import string
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from resourceslice.api import DriverResources, Pool, Slice, ValidationError
-from resourceslice.types import NodeSelector
+from resourceslice.types import KubernetesModel, NodeSelector
 
 #: In a pool name, replaced by the node's name (``--node``).
 NODE_PLACEHOLDER = "{node}"
@@ -69,7 +69,7 @@ class Selection:
 
     node: str | None = None
     all_nodes: bool = False
-    node_selector: NodeSelector | Mapping[str, Any] | None = None
+    node_selector: NodeSelector | KubernetesModel | None = None
 
 
 def read_document(path: Path) -> Any:
@@ -340,18 +340,25 @@ def _pool(
             slices = [s for s in built if s is not None]
         else:
             errors.append(f"{path}.slices: must be a list")
-    node_selector = value.get("nodeSelector")
-    # The command line's selection is the default; a pool that says where it is wins.
-    if node_selector is None and not all_nodes:
-        node_selector, all_nodes = selection.node_selector, selection.all_nodes
-    return Pool(
+    pool = Pool(
         devices=_devices(value.get("devices"), f"{path}.devices", errors, budget),
         slices=slices,
-        node_selector=node_selector,
+        node_selector=value.get("nodeSelector"),
         all_nodes=all_nodes is True,
         generation=generation if isinstance(generation, int) else 0,
         max_devices_per_slice=value.get("maxDevicesPerSlice"),  # checked by the core
     )
+    return with_selection(pool, selection.all_nodes, selection.node_selector)
+
+
+def with_selection(
+    pool: Pool, all_nodes: bool, node_selector: NodeSelector | KubernetesModel | None
+) -> Pool:
+    """``pool``, on ``all_nodes`` or ``node_selector`` when it names no node selection of its
+    own: the command line's selection is the default, a pool that says where it is wins."""
+    if not isinstance(pool, Pool) or pool.node_selector is not None or pool.all_nodes:
+        return pool  # (not a Pool: reported by the validation)
+    return replace(pool, node_selector=node_selector, all_nodes=all_nodes)
 
 
 def parse_resources(document: Any, selection: Selection) -> tuple[DriverResources, list[str]]:
@@ -383,7 +390,7 @@ def load_resources(
     *,
     node: str | None = None,
     all_nodes: bool = False,
-    node_selector: NodeSelector | Mapping[str, Any] | None = None,
+    node_selector: NodeSelector | KubernetesModel | None = None,
 ) -> DriverResources:
     """The pools of the pool file at ``path`` (YAML; JSON for ``*.json``), templates expanded.
 

@@ -10,9 +10,12 @@ for a write in flight, ``wait_synced()`` waits for the cluster. Here each runs o
         await ctrl.update(resources)
         await ctrl.wait_synced(timeout=30)
 
-The keywords are :func:`resourceslice.start_controller`'s. Without ``api_client`` the
-client comes from kubectl's kubeconfig order (``KUBECONFIG``, ``~/.kube/config``) or the
-in-cluster service account, and is closed by :meth:`AsyncController.stop`.
+The keywords are :func:`resourceslice.start_controller`'s (typed once, in
+:class:`AsyncControllerOptions`). Without ``api_client`` the client comes from kubectl's
+kubeconfig order (``KUBECONFIG``, ``~/.kube/config``) or the in-cluster service account, and
+is closed by :meth:`AsyncController.stop`. The error handler may be an ``async def``: it is
+awaited on the loop that started the controller, one error at a time, in the order they came
+(docs/threads.md says which thread runs each callback).
 """
 
 from __future__ import annotations
@@ -20,36 +23,71 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
+import logging
 import threading
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resourceslice._kubeconfig import default_api_client, kubeconfig_paths
 from resourceslice.api import DriverResources, Stats
-from resourceslice.controller import Controller, ControllerStoppedError
+from resourceslice.controller import (
+    Controller,
+    ControllerOptions,
+    ControllerStoppedError,
+    ErrorHandler,
+    _CommonOptions,
+)
 from resourceslice.controller import start_controller as _start_sync
 from resourceslice.health import Health
+from resourceslice.leaderelection import LeaderElection
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from kubernetes.client import ApiClient
+    from typing_extensions import Unpack
 
     from resourceslice._http import ClosingApiClient
-    from resourceslice.types import Device
+    from resourceslice.types import Device, KubernetesModel
 
-__all__ = ["AsyncController", "StartingController", "start_controller"]
+__all__ = [
+    "AsyncController",
+    "AsyncControllerOptions",
+    "AsyncErrorHandler",
+    "StartingController",
+    "start_controller",
+]
+
+log = logging.getLogger("resourceslice")
 
 T = TypeVar("T")
+
+#: An ``async def handler(exc, message)``: awaited on the loop that started the controller.
+AsyncErrorHandler = Callable[[BaseException, str], Awaitable[None]]
+
+
+class AsyncControllerOptions(_CommonOptions, total=False):
+    """The keywords of :func:`start_controller` besides ``api_client``, ``kubeconfig`` and
+    ``context``: :class:`resourceslice.ControllerOptions`, with an error handler that may be
+    a coroutine function."""
+
+    error_handler: ErrorHandler | AsyncErrorHandler | None
 
 
 class AsyncController:
     """A running :class:`resourceslice.Controller`, driven from an event loop."""
 
-    def __init__(self, controller: Controller, own_client: ClosingApiClient | None) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        own_client: ClosingApiClient | None,
+        handler: _HandlerOnLoop | None = None,
+    ) -> None:
         self._controller = controller
         self._own_client = own_client
+        self._handler = handler
         # One thread, so that updates take effect in the order they were awaited (two
         # updates in the default executor could finish the wrong way round), and stop()
         # comes after the updates before it.
@@ -75,7 +113,7 @@ class AsyncController:
     async def update_devices(
         self,
         pool: str,
-        upsert: Sequence[Device | Mapping[str, Any] | Any] = (),
+        upsert: Sequence[Device | KubernetesModel] = (),
         remove: Iterable[str] = (),
     ) -> None:
         """:meth:`Controller.update_devices`, with the validation in a thread; like
@@ -102,6 +140,19 @@ class AsyncController:
     def running(self) -> bool:
         return self._controller.running
 
+    @property
+    def driver(self) -> str:
+        return self._controller.driver
+
+    @property
+    def leader_election(self) -> LeaderElection | None:
+        """:attr:`Controller.leader_election`."""
+        return self._controller.leader_election
+
+    def is_leader(self) -> bool:
+        """:meth:`Controller.is_leader` (it does not block)."""
+        return self._controller.is_leader()
+
     async def stop(self) -> None:
         """:meth:`Controller.stop` (waits for a write in flight, off the loop); then closes
         the client if this module made it. The slices stay."""
@@ -112,6 +163,8 @@ class AsyncController:
         self._calls.shutdown(wait=False)
         if self._own_client is not None:
             self._own_client.close()
+        if self._handler is not None:
+            await self._handler.drain()
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._calls, fn, *args)
@@ -132,21 +185,32 @@ class StartingController:
     """What :func:`start_controller` returns: awaited, or entered with ``async with``."""
 
     def __init__(
-        self, start: Callable[[], Controller], own_client: ClosingApiClient | None
+        self,
+        api_client: ApiClient,
+        options: AsyncControllerOptions,
+        own_client: ClosingApiClient | None,
     ) -> None:
-        self._start = start
+        self._api_client = api_client
+        self._options = options
         self._own_client = own_client
         self._started: AsyncController | None = None
 
     async def _run(self) -> AsyncController:
+        given = self._options.get("error_handler")
+        handler = None if given is None else _HandlerOnLoop(given, asyncio.get_running_loop())
+        options: ControllerOptions = {**self._options, "error_handler": handler}
         try:
             # The first desired state is validated and prepared like an update's.
-            controller = await _in_thread(self._start)
+            controller = await _in_thread(
+                functools.partial(_start_sync, self._api_client, **options)
+            )
         except BaseException:
             if self._own_client is not None:
                 self._own_client.close()
+            if handler is not None:
+                await handler.drain()
             raise
-        return AsyncController(controller, self._own_client)
+        return AsyncController(controller, self._own_client, handler)
 
     def __await__(self) -> Generator[Any, None, AsyncController]:
         return self._run().__await__()
@@ -165,12 +229,59 @@ class StartingController:
             await self._started.stop()
 
 
+class _HandlerOnLoop:
+    """The driver's error handler, called by the controller's threads: what it returns, when
+    awaitable (an ``async def`` handler's coroutine), is awaited on ``loop``.
+
+    One task awaits them one after the other, in the order the errors were reported: a
+    handler that counts, backs off or writes to a stream needs no lock of its own, and
+    sees a pool's errors in the order they happened. The controller's thread does not wait
+    for it: a handler that awaits something slow must not hold up syncs and watches.
+    """
+
+    def __init__(self, handler: ErrorHandler | AsyncErrorHandler, loop: asyncio.AbstractEventLoop):
+        self._handler = handler
+        self._loop = loop
+        self._pending: asyncio.Queue[Awaitable[None] | None] = asyncio.Queue()
+        self._awaiting = loop.create_task(self._await_in_order())
+
+    def __call__(self, exc: BaseException, message: str) -> None:
+        result = self._handler(exc, message)
+        if not inspect.isawaitable(result):
+            return  # a plain function: it ran here, in the controller's thread
+        try:
+            self._loop.call_soon_threadsafe(self._pending.put_nowait, result)
+        except RuntimeError:  # the loop was closed: no one is left to await it
+            if inspect.iscoroutine(result):
+                result.close()
+            log.error("%s: %s (the event loop of the error handler is closed)", message, exc)
+
+    async def _await_in_order(self) -> None:
+        while True:
+            awaitable = await self._pending.get()
+            if awaitable is None:
+                return
+            try:
+                await awaitable
+            except Exception:
+                log.exception("the error handler failed")
+
+    async def drain(self) -> None:
+        """Awaits the handlers of the errors reported so far, then ends; for after the
+        controller stopped (it reports no more). The end is queued by ``call_soon``, behind
+        the errors the controller's threads queued before (the loop runs its callbacks in
+        the order they came), not ahead of those not yet delivered."""
+        self._loop.call_soon(self._pending.put_nowait, None)
+        if asyncio.current_task() is not self._awaiting:  # a handler that stops the controller
+            await self._awaiting
+
+
 def start_controller(
     api_client: ApiClient | None = None,
     *,
     kubeconfig: str | None = None,
     context: str | None = None,
-    **options: Any,
+    **options: Unpack[AsyncControllerOptions],
 ) -> StartingController:
     """Start a controller (``options``: the keywords of :func:`resourceslice.start_controller`,
     ``driver`` among them) without blocking the event loop.
@@ -179,14 +290,16 @@ def start_controller(
     (stopped on exit). ``api_client`` None: a client of ``kubeconfig`` (kubectl's order when
     None, then the in-cluster config) and ``context``, closed when the controller stops;
     the kubeconfig is read here, so a missing one raises at once (the client's
-    ConfigException).
+    ConfigException). ``error_handler`` may be a coroutine function: it is awaited on the
+    loop that awaits the start, one error after the other; a plain function runs in the
+    controller's thread that met the error, as with the blocking controller.
     """
     own_client = None
     if api_client is None:
         api_client = own_client = default_api_client(kubeconfig_paths(kubeconfig), context)
     elif kubeconfig is not None or context is not None:
         raise TypeError("kubeconfig and context are for when no api_client is given")
-    return StartingController(functools.partial(_start_sync, api_client, **options), own_client)
+    return StartingController(api_client, options, own_client)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:

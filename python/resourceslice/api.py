@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from resourceslice.types import CounterSet, Device, NodeSelector
+from resourceslice.types import CounterSet, Device, KubernetesModel, NodeOperation, NodeSelector
 
 __all__ = [
     "ConflictingWriterError",
@@ -19,6 +19,7 @@ __all__ = [
     "DroppedFieldsError",
     "Owner",
     "Pool",
+    "ResourceSliceError",
     "Slice",
     "Stats",
     "ValidationError",
@@ -54,11 +55,11 @@ class Slice:
     ``NodeUnprepareResources``, ``*``). Both are alpha in Kubernetes 1.37.
     """
 
-    devices: Sequence[Device | Mapping[str, Any] | Any] = ()
-    shared_counters: Sequence[CounterSet | Mapping[str, Any] | Any] | None = None
+    devices: Sequence[Device | KubernetesModel] = ()
+    shared_counters: Sequence[CounterSet | KubernetesModel] | None = None
     per_device_node_selection: bool | None = None
     partition_type_attribute: str | None = None
-    skip_node_operations: Sequence[str] | None = None
+    skip_node_operations: Sequence[NodeOperation] | None = None
 
 
 @dataclass
@@ -75,9 +76,9 @@ class Pool:
     slice of 128 must give up half its devices to other slices, which rewrites the whole
     pool under a new generation (docs/core.md §4)."""
 
-    devices: Sequence[Device | Mapping[str, Any] | Any] | None = None
+    devices: Sequence[Device | KubernetesModel] | None = None
     slices: Sequence[Slice] | None = None
-    node_selector: NodeSelector | Mapping[str, Any] | Any = None
+    node_selector: NodeSelector | KubernetesModel | None = None
     all_nodes: bool = False
     generation: int = 0
     max_devices_per_slice: int | None = None
@@ -100,6 +101,13 @@ class Stats:
     syncs: int = 0
 
 
+class ResourceSliceError(Exception):
+    """The base of the errors this library raises or reports: ``except
+    resourceslice.ResourceSliceError`` catches each of them (each keeps its own base too:
+    :class:`ValidationError` is a ``ValueError``). Errors of the cluster and the network
+    come as the ``kubernetes`` client and urllib3 raise them."""
+
+
 class _PickledByFields:
     """Pickled with the arguments of its constructor, the attributes named in ``_fields``.
 
@@ -113,7 +121,7 @@ class _PickledByFields:
         return (type(self), tuple(getattr(self, name) for name in self._fields), self.__dict__)
 
 
-class ValidationError(_PickledByFields, ValueError):
+class ValidationError(_PickledByFields, ValueError, ResourceSliceError):
     """The desired resources are invalid; ``errors`` lists every problem with its path."""
 
     _fields = ("errors",)
@@ -123,7 +131,7 @@ class ValidationError(_PickledByFields, ValueError):
         super().__init__("invalid driver resources:\n  " + "\n  ".join(self.errors))
 
 
-class DroppedFieldsError(_PickledByFields, Exception):
+class DroppedFieldsError(_PickledByFields, ResourceSliceError):
     """The apiserver stored a slice without some fields the controller sent.
 
     Usually a feature gate that is off in the cluster (device taints, partitionable devices,
@@ -157,7 +165,7 @@ class DroppedFieldsError(_PickledByFields, Exception):
         )
 
 
-class ConflictingWriterError(_PickledByFields, Exception):
+class ConflictingWriterError(_PickledByFields, ResourceSliceError):
     """Someone else changed a slice this controller wrote; it is being put back.
 
     Reported (not raised) through the error handler each time the controller overwrites
@@ -176,7 +184,7 @@ class ConflictingWriterError(_PickledByFields, Exception):
         )
 
 
-class SliceExistsError(_PickledByFields, Exception):
+class SliceExistsError(_PickledByFields, ResourceSliceError):
     """Slices this controller was creating exist already: someone else created them.
 
     Slice names are derived from driver, owner, pool and index, so this is another

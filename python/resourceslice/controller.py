@@ -10,18 +10,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from kubernetes.client import ApiClient
 
 from resourceslice._http import node_uid, retry_after
-from resourceslice._plain import owner_ref, to_plain_pools
+from resourceslice._plain import owner_ref, prepare, to_plain_pools
 from resourceslice.api import (
     DriverResources,
     Owner,
     Pool,
+    ResourceSliceError,
     SliceExistsError,
     Stats,
     ValidationError,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from resourceslice import _core as core
     from resourceslice._core import Desired, OwnerRef, Plan, SliceRecord
-    from resourceslice.types import Device
+    from resourceslice.types import Device, KubernetesModel
 else:
     from resourceslice._backend import core
 
@@ -70,7 +71,37 @@ _BODY_BYTES_PER_WINDOW = 1 << 20
 _EXISTING_SLICE_RETRY = 1.0
 
 
-class ControllerStoppedError(RuntimeError):
+class _RequiredOptions(TypedDict):
+    driver: str
+
+
+class _CommonOptions(_RequiredOptions, total=False):
+    """The keywords of :class:`Controller` but ``error_handler``, typed once for both entry
+    points: :class:`ControllerOptions` here, ``AsyncControllerOptions`` in
+    :mod:`resourceslice.aio` (whose handler may be a coroutine function). mypy checks that
+    ``aio.start_controller`` hands them on to :class:`Controller` unchanged, and
+    ``tests/controller/test_options.py`` that they are exactly the constructor's."""
+
+    owner: Owner | None
+    resources: DriverResources | None
+    sync_delay: float
+    mutation_cache_ttl: float
+    reconcile_pool_with_name: str | None
+    max_slice_bytes: int
+    update_interval: float
+    workers: int
+    max_writes_per_second: float | None
+    clock: Clock | None
+    leader_election: LeaderElection | None
+
+
+class ControllerOptions(_CommonOptions, total=False):
+    """Every keyword of :class:`Controller` (``**options`` of a wrapper that passes them on)."""
+
+    error_handler: ErrorHandler | None
+
+
+class ControllerStoppedError(RuntimeError, ResourceSliceError):
     """The controller was stopped: it takes no more updates."""
 
 
@@ -257,7 +288,7 @@ class Controller:
     def update_devices(
         self,
         pool: str,
-        upsert: Sequence[Device | Mapping[str, Any] | Any] = (),
+        upsert: Sequence[Device | KubernetesModel] = (),
         remove: Iterable[str] = (),
     ) -> None:
         """Change some devices of ``pool`` by name, without handing over the whole desired state.
@@ -478,28 +509,9 @@ class Controller:
     # -- validation -----------------------------------------------------------------------
 
     def _prepare(self, resources: DriverResources) -> Desired:
-        pools, errors = to_plain_pools(resources, self._node_name)
-        if self._only_pool is not None:
-            errors += [
-                f'pools["{name}"]: only pool "{self._only_pool}" is reconciled '
-                "(reconcile_pool_with_name)"
-                for name in sorted(pools)
-                if name != self._only_pool
-            ]
-        if self._node_name is not None:
-            # The informer of a Node owner sees only slices with that spec.nodeName: a pool
-            # published cluster-wide would be invisible to it, and created again and again.
-            errors += [
-                f'pools["{name}"]: a Node owner publishes only node-local pools; '
-                "use reconcile_pool_with_name for a pool with a node selection of its own"
-                for name, pool in sorted(pools.items())
-                if pool["nodeSelector"] is not None
-                or pool["allNodes"]
-                or any(s["perDeviceNodeSelection"] for s in pool["slices"] or ())
-            ]
-        if errors:
-            raise ValidationError(errors)
-        desired, errors = core.prepare_desired(self._driver, pools, self._max_slice_bytes)
+        desired, errors = prepare(
+            self._driver, resources, self._node_name, self._max_slice_bytes, self._only_pool
+        )
         if desired is None:
             raise ValidationError(errors)
         return desired

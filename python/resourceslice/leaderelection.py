@@ -41,6 +41,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._http import REQUEST_TIMEOUT, request
+from resourceslice.api import ResourceSliceError
 from resourceslice.workqueue import Clock, MonotonicClock
 
 log = logging.getLogger("resourceslice")
@@ -113,7 +114,7 @@ class LeaderElection:
             raise ValueError("LeaderElection: " + "; ".join(problems))
 
 
-class LeadershipLostError(RuntimeError):
+class LeadershipLostError(RuntimeError, ResourceSliceError):
     """Told to the error handler: this replica held the Lease and no longer does.
 
     It stopped writing at once; it stays a standby and takes the Lease again when it can.

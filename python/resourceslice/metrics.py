@@ -22,15 +22,15 @@ counters. Every series has a ``driver`` label:
 - ``resourceslice_leader``: 1 or 0, for a controller that elects a leader (``leader_election``).
 
 :func:`serve` serves ``/metrics`` and the health endpoints (``resourceslice publish
---metrics-address``).
+--metrics-address``); :func:`resourceslice.serve_health` serves the health endpoints alone,
+without this extra.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -49,16 +49,13 @@ from prometheus_client.metrics_core import (
 
 from resourceslice._getserver import GetServer, Response, ServerLimits
 from resourceslice.controller import Controller
-from resourceslice.health import SYNC_SECONDS_BUCKETS, Health, Snapshot
+from resourceslice.health import SYNC_SECONDS_BUCKETS, Snapshot
+from resourceslice.probes import AnyController, answer
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from resourceslice.aio import AsyncController
-
-__all__ = ["ControllerCollector", "MetricsServer", "ServerLimits", "register"]
-
-AnyController = Union[Controller, "AsyncController"]
+__all__ = ["ControllerCollector", "MetricsServer", "ServerLimits", "register", "serve"]
 
 _VERBS = ("create", "update", "delete")
 _POOL_STATES = ("synced", "pending", "failing")
@@ -218,11 +215,9 @@ class MetricsServer:
     """``/metrics`` of ``registry`` and the health of the controllers of ``collector``, over
     HTTP, in a thread.
 
-    ``/livez``: 200 while every controller's threads run. ``/readyz``: 200 once each
-    published every desired pool (synced once; a later failure shows in the metrics, and does
-    not take a replica out of service). ``/healthz``: both. The body is their health as JSON,
-    by driver; 503 before a controller is added. Port 0 picks a free port: ``address`` says
-    which. It listens from the start, so that a port in use is known before any write.
+    ``/livez``, ``/readyz``, ``/healthz``: as :func:`resourceslice.serve_health` answers
+    them. Port 0 picks a free port: ``address`` says which. It listens from the start, so
+    that a port in use is known before any write.
     ``limits`` bound what clients can hold (:class:`ServerLimits`): hostile or stuck clients
     neither hang the probes nor pile up threads.
     """
@@ -244,18 +239,7 @@ class MetricsServer:
     def _answer(self, path: str) -> Response:
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, generate_latest(self._registry)
-        checks: dict[str, Callable[[Health], bool]] = {
-            "/livez": lambda h: h.alive,
-            "/readyz": lambda h: h.synced_once,
-            "/healthz": lambda h: h.alive and h.synced_once,
-        }
-        check = checks.get(path)
-        if check is None:
-            return 404, "text/plain; charset=utf-8", b"not found\n"
-        healths = {c.driver: c.health() for c in self.collector.controllers}
-        body = {driver: _health_json(h) for driver, h in healths.items()}
-        ok = bool(healths) and all(check(h) for h in healths.values())
-        return 200 if ok else 503, "application/json", json.dumps(body, indent=2).encode() + b"\n"
+        return answer(path, self.collector.controllers)
 
     def add(self, controller: AnyController) -> None:
         """Report ``controller`` (its metrics and its health)."""
@@ -278,14 +262,3 @@ class MetricsServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _health_json(health: Health) -> dict[str, Any]:
-    return {
-        "alive": health.alive,
-        "synced": health.synced,
-        "syncedOnce": health.synced_once,
-        "informerConnected": health.informer_connected,
-        "lastSyncTime": health.last_sync_time,
-        "failing": dict(health.failing),
-    }

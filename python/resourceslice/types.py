@@ -16,7 +16,7 @@ cluster keeps depends on its feature gates (see ``DroppedFieldsError``).
 
 from __future__ import annotations
 
-from typing import TypedDict, Union
+from typing import Any, Literal, Protocol, TypedDict, Union
 
 __all__ = [
     "CapacityRequestPolicy",
@@ -28,17 +28,35 @@ __all__ = [
     "DeviceCapacity",
     "DeviceCounterConsumption",
     "DeviceTaint",
+    "KubernetesModel",
     "NodeAllocatableMapping",
     "NodeAllocatableOverhead",
     "NodeAllocatableResource",
+    "NodeOperation",
     "NodeSelector",
+    "NodeSelectorOperator",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "Quantity",
+    "TaintEffect",
 ]
 
 #: A quantity: ``"80Gi"``, ``"500m"``, or an integer.
 Quantity = Union[str, int]
+
+#: What a device taint does to claims that do not tolerate it.
+TaintEffect = Literal["NoSchedule", "NoExecute", "None"]
+#: How a node selector requirement compares the node's label (or field) with ``values``.
+NodeSelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+#: A node operation the kubelet may skip for a slice's devices (``Slice.skip_node_operations``).
+NodeOperation = Literal["NodePrepareResources", "NodeUnprepareResources", "*"]
+
+
+class KubernetesModel(Protocol):
+    """A model object of the ``kubernetes`` client (``V1Device``, ``V1NodeSelector``…),
+    accepted wherever the REST JSON shape is: the API converts it to that shape."""
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 # Exactly one of the fields. ``version``: semantic versioning 2.0.0. (The functional form:
@@ -81,7 +99,7 @@ class DeviceCapacity(_DeviceCapacityRequired, total=False):
 
 class _DeviceTaintRequired(TypedDict):
     key: str
-    effect: str  # "NoSchedule", "NoExecute" or "None"
+    effect: TaintEffect
 
 
 class DeviceTaint(_DeviceTaintRequired, total=False):
@@ -114,7 +132,7 @@ class DeviceCounterConsumption(_DeviceCounterConsumptionRequired, total=False):
 
 class _NodeSelectorRequirementRequired(TypedDict):
     key: str
-    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    operator: NodeSelectorOperator
 
 
 class NodeSelectorRequirement(_NodeSelectorRequirementRequired, total=False):

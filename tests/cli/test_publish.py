@@ -22,8 +22,8 @@ import yaml
 import resourceslice
 from resourceslice import cli
 from resourceslice.cli import command, common
-from resourceslice.cli import plan as cli_plan
 from resourceslice.cli import publish as cli_publish
+from resourceslice.preview import first_plans
 from resourceslice.testing import TestCluster, wait_until
 
 pytestmark = pytest.mark.integration
@@ -175,7 +175,7 @@ def test_publish_once_exits_in_sync_when_another_writer_did_part_of_the_work(
         # Between the count of the writes needed and the controller's start, someone else
         # (another publish of the same FILE) creates one of the slices, exactly as wanted.
         planned: int = planned_writes(publisher, client, loaded, owner)
-        [body] = cli_plan.first_plans(loaded, None)[0].creates
+        [body] = first_plans(loaded.desired, None)[0].creates
         resource_api.create_resource_slice(json.loads(body), _preload_content=False)
         return planned
 

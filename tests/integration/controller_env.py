@@ -52,9 +52,12 @@ class ControllerEnv:
         self.client = client  # what the next controller talks through
         return self.counter
 
+    def error_handler(self, exc: BaseException, message: str) -> None:
+        self.errors.append((exc, message))
+
     def start(self, resources: rs.DriverResources, **kwargs: Any) -> rs.Controller:
         kwargs.setdefault("sync_delay", 1.0)
-        kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
+        kwargs.setdefault("error_handler", self.error_handler)
         ctrl = rs.start_controller(self.client, driver=self.driver, resources=resources, **kwargs)
         self._controllers.append(ctrl)
         return ctrl

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from resourceslice._errortext import describe_error
 from resourceslice._kubeconfig import default_api_client, in_cluster, kubeconfig_paths
-from resourceslice._plain import owner_ref, to_plain_pools
+from resourceslice._plain import owner_ref, prepare
 from resourceslice._poolfile import Selection, parse_resources, read_document
 from resourceslice.api import DriverResources, Owner, ValidationError
+from resourceslice.controller import DEFAULT_MAX_SLICE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,13 +24,14 @@ if TYPE_CHECKING:
 
     from resourceslice import _core as core
     from resourceslice._core import Desired, Plan, SliceRecord
+    from resourceslice.types import NodeSelector, NodeSelectorOperator, NodeSelectorRequirement
 else:
     from resourceslice._backend import core
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-#: The controller's default; the same budget makes ``plan`` pack exactly as ``publish`` does.
-MAX_SLICE_BYTES = 1 << 20
+#: The controller's default: the same budget makes ``plan`` pack exactly as ``publish`` does.
+MAX_SLICE_BYTES = DEFAULT_MAX_SLICE_BYTES
 
 
 class UserError(Exception):
@@ -62,11 +64,9 @@ def load(path: Path, driver: str, selection: Selection) -> Loaded:
         raise UserError(f"{path}: {exc.errors[0]}") from None
     resources, errors = parse_resources(document, selection)
     if not errors:
-        plain, errors = to_plain_pools(resources, selection.node)
-        if not errors:
-            desired, errors = core.prepare_desired(driver, plain, MAX_SLICE_BYTES)
-            if desired is not None:
-                return Loaded(resources, desired)
+        desired, errors = prepare(driver, resources, selection.node, MAX_SLICE_BYTES)
+        if desired is not None:
+            return Loaded(resources, desired)
     shown = errors[:50]
     more = f"\n  … and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
     raise UserError(f"{path}: invalid:\n  " + "\n  ".join(shown) + more)
@@ -78,19 +78,22 @@ def selection_of(args: argparse.Namespace) -> Selection:
 
 
 _SELECTOR_TERM = re.compile(r"(?P<not>!)?(?P<key>[^\s=!]+)(?:\s*(?P<op>==|=|!=)\s*(?P<value>\S*))?")
-_OPERATORS = {"=": "In", "==": "In", "!=": "NotIn"}
+_OPERATORS: dict[str, NodeSelectorOperator] = {"=": "In", "==": "In", "!=": "NotIn"}
 
 
-def parse_node_selector(text: str) -> dict[str, Any]:
+def parse_node_selector(text: str) -> NodeSelector:
     """``key=value,key!=value,key,!key`` (kubectl's label selector syntax) as a NodeSelector."""
-    expressions: list[dict[str, Any]] = []
+    expressions: list[NodeSelectorRequirement] = []
     for term in text.split(","):
         match = _SELECTOR_TERM.fullmatch(term.strip())
         if match is None or (match["not"] and match["op"]):
             raise UserError(f"--node-selector: cannot parse {term.strip()!r}")
         if match["op"]:
-            expr = {"key": match["key"], "operator": _OPERATORS[match["op"]]}
-            expr["values"] = [match["value"]]
+            expr: NodeSelectorRequirement = {
+                "key": match["key"],
+                "operator": _OPERATORS[match["op"]],
+                "values": [match["value"]],
+            }
         else:
             expr = {"key": match["key"], "operator": "DoesNotExist" if match["not"] else "Exists"}
         expressions.append(expr)

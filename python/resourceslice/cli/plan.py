@@ -10,13 +10,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
-from resourceslice.cli.common import EXIT_OK, Loaded, counted, load, selection_of
+from resourceslice.cli.common import EXIT_OK, counted, load, selection_of
+from resourceslice.preview import first_plans
 
 if TYPE_CHECKING:
-    from resourceslice import _core as core
     from resourceslice._core import Plan
-else:
-    from resourceslice._backend import core
 
 _YamlDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -35,12 +33,6 @@ class Totals:
                 counted(self.devices, "device"),
             ]
         )
-
-
-def first_plans(loaded: Loaded, node: str | None) -> list[Plan]:
-    """Each pool's plan against an empty cluster: what a first publish creates."""
-    owner = ("v1", "Node", node, "") if node else None
-    return [core.plan_pool(loaded.desired, p, [], owner, node) for p in loaded.desired.pool_names()]
 
 
 def totals_of(plans: Sequence[Plan]) -> Totals:
@@ -64,7 +56,7 @@ def render(objects: Sequence[Mapping[str, Any]], output: str) -> str:
 
 def cmd_plan(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     loaded = load(args.file, args.driver, selection_of(args))
-    plans = first_plans(loaded, args.node)
+    plans = first_plans(loaded.desired, args.node)
     objects = [json.loads(body) for plan in plans for body in plan.creates]
     out.write(render(objects, args.output))
     err.write(f"{totals_of(plans)} (dry run: nothing was sent)\n")

@@ -30,7 +30,8 @@ from resourceslice.cli.common import (
     node_owner,
     selection_of,
 )
-from resourceslice.cli.plan import first_plans, totals_of
+from resourceslice.cli.plan import totals_of
+from resourceslice.preview import first_plans
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -131,7 +132,7 @@ class Publisher:
             self.say(
                 f"publishing {args.file} for driver {args.driver}"
                 + (f" on node {args.node}" if args.node else "")
-                + f": {totals_of(first_plans(loaded, args.node))}; "
+                + f": {totals_of(first_plans(loaded.desired, args.node))}; "
                 + f"{counted(planned, 'write')} needed"
             )
             controller = resourceslice.start_controller(
@@ -250,7 +251,9 @@ class Publisher:
                     self.err.write(f"error: {text}\n  keeping the last good state\n")
                     self.err.flush()
                     continue
-                self.say(f"{args.file} changed: {totals_of(first_plans(loaded, args.node))}")
+                self.say(
+                    f"{args.file} changed: {totals_of(first_plans(loaded.desired, args.node))}"
+                )
                 if controller.is_leader():
                     self._wait(controller, before, 0, args.timeout)
                 last = controller.stats()
