@@ -126,11 +126,11 @@ class LeadershipLostError(RuntimeError, ResourceSliceError):
         self.identity = identity
 
 
-class NotLeaderError(RuntimeError):
+class NotLeaderError(RuntimeError, ResourceSliceError):
     """A write was about to be sent by a replica that does not hold the Lease (any more)."""
 
 
-class LeaseDeadlineError(TimeoutError):
+class LeaseDeadlineError(TimeoutError, ResourceSliceError):
     """A Lease request was not sent: the attempt it belongs to is out of time."""
 
 

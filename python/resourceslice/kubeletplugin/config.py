@@ -19,6 +19,8 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, Union, cast
 
+from resourceslice.api import ResourceSliceError
+
 _T = TypeVar("_T")
 
 if sys.version_info >= (3, 10):
@@ -29,7 +31,7 @@ else:
     _UNIONS = (Union,)
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, ResourceSliceError):
     """Opaque configuration that does not decode into the driver's type; the message says
     where (``parameters.sharing.interval: ...``) and what is wrong."""
 

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import Protocol, Union
 
+from resourceslice.api import ResourceSliceError
 from resourceslice.kubeletplugin.claims import ResourceClaim
 
 
@@ -102,7 +103,7 @@ class Plugin(Protocol):
         ...
 
 
-class HealthNotSupportedError(Exception):
+class HealthNotSupportedError(ResourceSliceError):
     """Raised by ``watch_health()``: this driver (or this node's devices) reports no health.
 
     kubelet is answered ``UNIMPLEMENTED`` and stops watching, as with Go's
