@@ -3,17 +3,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
 import resourceslice as rs
-
-REPO = Path(__file__).resolve().parents[2]
+from typecheck import mypy
 
 DRIVER = """
 from __future__ import annotations
@@ -48,28 +41,6 @@ pool = rs.Pool(
     slices=[rs.Slice(shared_counters=counters), rs.Slice(devices=devices)], node_selector=selector
 )
 """
-
-
-def mypy(tmp_path: Path, **modules: str) -> dict[str, list[str]]:
-    """mypy --strict's errors in each of ``modules`` (name -> code), checked in one run."""
-    pytest.importorskip("mypy", reason="mypy is in the dev extra")
-    for name, code in modules.items():
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(code))
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull,
-         "--python-version", "3.9", "--follow-imports", "silent",
-         *(str(tmp_path / f"{name}.py") for name in modules)],
-        capture_output=True, text=True, timeout=300, cwd=REPO,  # its pyproject.toml's settings
-    )  # fmt: skip
-    assert result.returncode in (0, 1), result.stdout + result.stderr
-    return {
-        name: [
-            line
-            for line in result.stdout.splitlines()
-            if line.startswith(f"{tmp_path / name}.py:") and ": error: " in line
-        ]
-        for name in modules
-    }
 
 
 #: Snippets mypy --strict must accept: typed dicts, the client's models, both kinds of

@@ -28,6 +28,7 @@ from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
+from typecheck import mypy
 
 pytestmark = pytest.mark.integration
 
@@ -67,8 +68,9 @@ def fences(path: Path) -> list[tuple[int, str]]:
     ]
 
 
-def python_blocks(path: Path) -> list[str]:
-    """The ``python`` fenced blocks of ``path``, in order."""
+def python_blocks(path: Path, info: str = "python") -> list[str]:
+    """The fenced blocks of ``path`` whose info string is ``info``, in order (``python
+    async``: the README's asyncio driver, a program of its own)."""
     blocks, current, language = [], [], None
     for line in path.read_text().splitlines():
         match = FENCE.match(line)
@@ -76,7 +78,7 @@ def python_blocks(path: Path) -> list[str]:
             language = match.group(3).strip() or "text"
             current = []
         elif match:
-            if language == "python":
+            if language == info:
                 blocks.append("\n".join(current) + "\n")
             language = None
         elif language is not None:
@@ -84,8 +86,8 @@ def python_blocks(path: Path) -> list[str]:
     return blocks
 
 
-def program(path: Path, edits: dict[str, str]) -> str:
-    source = "\n".join(python_blocks(path))
+def program(path: Path, edits: dict[str, str], info: str = "python") -> str:
+    source = "\n".join(python_blocks(path, info))
     for old, new in edits.items():
         assert old in source, f"{path.name}: no {old!r} left to stand in for: update this test"
         source = source.replace(old, new)
@@ -188,13 +190,18 @@ def test_testing_page_runs_under_pytest(tmp_path: Path) -> None:
     assert f"{tests} passed" in done.stdout, done.stdout
 
 
+def test_readme_async_driver_passes_mypy_strict(tmp_path: Path) -> None:
+    assert mypy(tmp_path, driver=program(ROOT / "README.md", {}, "python async")) == {"driver": []}
+
+
+@pytest.mark.parametrize("info", ["python", "python async"], ids=["threads", "asyncio"])
 def test_readme_driver(
-    kube_cluster: TestCluster, kube_client: kubernetes.client.ApiClient, node: str
+    kube_cluster: TestCluster, kube_client: kubernetes.client.ApiClient, node: str, info: str
 ) -> None:
-    """The README's driver, as written, in a Pod on ``node``: kubelet registers it, its eight
-    GPUs are published as the node's, kubelet's prepare of a claim writes the claim's CDI
-    spec, and SIGTERM stops it cleanly."""
-    source = program(ROOT / "README.md", {**IN_A_POD, **ON_A_NODE})
+    """The README's driver (and its asyncio twin), as written, in a Pod on ``node``: kubelet
+    registers it, its eight GPUs are published as the node's, kubelet's prepare of a claim
+    writes the claim's CDI spec, and SIGTERM stops it cleanly."""
+    source = program(ROOT / "README.md", {**IN_A_POD, **ON_A_NODE}, info)
     driver = "gpu.example.com"
     node_dir = Path(tempfile.mkdtemp(prefix="rd-", dir="/tmp"))  # short: socket paths
     env = {

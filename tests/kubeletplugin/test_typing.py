@@ -3,11 +3,9 @@ key of the v1 claim, a configuration used as another type, a prepared device bui
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from typecheck import mypy
 
 SNIPPET = """
 import dataclasses
@@ -33,19 +31,11 @@ def prepare(claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
 
 
 def test_mypy_reports_what_a_driver_gets_wrong(tmp_path: Path) -> None:
-    path = tmp_path / "driver.py"
-    path.write_text(SNIPPET)
-    run = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    errors = [line.split(": ", 1)[1] for line in run.stdout.splitlines() if ": error:" in line]
-    lines = [int(line.split(":")[1]) for line in run.stdout.splitlines() if ": error:" in line]
+    reported = mypy(tmp_path, driver=SNIPPET)["driver"]
+    errors = [line.split(": error: ", 1)[1] for line in reported]
+    lines = [int(line.split(":")[0]) for line in reported]
     marked = [i for i, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith("# error")]
-    assert lines == marked, run.stdout
+    assert lines == marked, reported
     assert 'TypedDict "DeviceAllocationResult" has no key "resutls"' in errors[0]
     assert 'expression has type "str", variable has type "int"' in errors[1]
     assert 'List item 0 has incompatible type "int"; expected "str"' in errors[2]
