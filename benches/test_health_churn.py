@@ -16,6 +16,7 @@ subject's process from the start of the churn until its pool holds the last chan
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import threading
@@ -37,7 +38,9 @@ pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
 DEVICES = 100_000
 RATE = 50
-SECONDS = 60
+#: Seconds of churn; CHURN_SECONDS sets fewer (Go's controller does not keep the pace at
+#: 100,000 devices: each full Update waits for the previous sync, so its 60 s take half an hour).
+SECONDS = int(os.environ.get("CHURN_SECONDS", "60"))
 PER_SLICE = 64
 SETTLE = 900.0  # seconds for the last change to be stored after the churn
 
@@ -134,6 +137,7 @@ def admin(kube_cluster: TestCluster) -> Iterator[kubernetes.client.ApiClient]:
         client.close()
 
 
+@pytest.mark.timeout(3600)  # Go's controller takes each full Update of 100,000 devices in turn
 @pytest.mark.parametrize("side", ["python", "go"])
 def test_health_churn_100k(
     benchmark: Any, kube_cluster: TestCluster, admin: kubernetes.client.ApiClient, side: str
@@ -166,7 +170,7 @@ def test_health_churn_100k(
 
     def churn() -> None:
         subject.wait_event(lambda e: e.get("event") == "published", timeout=600)
-        churned = subject.wait_event(lambda e: e.get("event") == "churned", timeout=SECONDS * 10)
+        churned = subject.wait_event(lambda e: e.get("event") == "churned", timeout=3000)
         changes = subject.events("change")
         final = {c["device"]: c["tainted"] for c in changes}
         stored.wait_for(final, SETTLE)
@@ -194,4 +198,4 @@ def test_health_churn_100k(
         )
     benchmark.extra_info.update(result)
     print(side, result)
-    assert result["changes"] == RATE * SECONDS
+    assert result["changes"] == int(RATE * SECONDS)
