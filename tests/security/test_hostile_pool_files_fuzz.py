@@ -227,7 +227,7 @@ def bomb(levels: int) -> str:
 
 
 @st.composite
-def pool_files(draw: Callable[[st.SearchStrategy[T]], T]) -> tuple[str, bytes]:
+def pool_files(draw: st.DrawFn) -> tuple[str, bytes]:
     """A file name and its bytes: a generated document as YAML or JSON, then maybe made worse."""
     document: Any = draw(st.one_of(documents, template_documents, template_documents))
     # Nesting built as data stays within what the dumpers' recursion can write; deeper
@@ -344,8 +344,8 @@ def test_a_hostile_pool_file_loads_or_is_a_user_error(
     path.write_bytes(data)
 
     # The library's entry: a ValidationError or the pools.
-    loaded, *cost = measured(lambda: rs.load_resources(path, node=node))
-    within_budget("load_resources", *cost)
+    loaded, elapsed, peak, rss_growth = measured(lambda: rs.load_resources(path, node=node))
+    within_budget("load_resources", elapsed, peak, rss_growth)
     if isinstance(loaded, BaseException) and not isinstance(loaded, rs.ValidationError):
         raise AssertionError(f"load_resources raised {type(loaded).__name__}") from loaded
     if isinstance(loaded, rs.ValidationError):
@@ -360,8 +360,8 @@ def test_a_hostile_pool_file_loads_or_is_a_user_error(
     # The command's (`publish`, `plan`, `diff`, and `publish`'s reload): a UserError, which
     # they print, or the pools and the core's desired state of them.
     selection = _poolfile.Selection(node=node, all_nodes=node is None)
-    command, *cost = measured(lambda: load(path, DRIVER, selection))
-    within_budget("the command's load", *cost)
+    command, elapsed, peak, rss_growth = measured(lambda: load(path, DRIVER, selection))
+    within_budget("the command's load", elapsed, peak, rss_growth)
     if isinstance(command, BaseException) and not isinstance(command, UserError):
         raise AssertionError(f"the command's load raised {type(command).__name__}") from command
     if isinstance(command, UserError):
