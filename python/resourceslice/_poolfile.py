@@ -288,6 +288,8 @@ def _expand_template(
         return []
     budget.devices -= count
     budget.size -= size
+    if count == 0:  # an empty axis: product() would still make a tuple of each other axis
+        return []
     try:
         return [_fill(device, dict(zip(names, combo))) for combo in itertools.product(*axes)]
     except (ValueError, TypeError, OverflowError) as exc:  # a spec that does not suit a value
