@@ -252,13 +252,18 @@ def _expand_template(
         return []
     assert isinstance(ranges, Mapping) and isinstance(device, Mapping)
     axes: list[Sequence[Any]] = []
+    # The sizes as counted, not len() of the axes: that of a range is limited to a C ssize_t,
+    # and a count past it must get the same error as any other too big.
+    sizes: list[int] = []
     for name, spec in ranges.items():
         if not isinstance(name, str) or not name.isidentifier():
             problems.append(f"{path}.foreach: {name!r} is not a variable name")
         elif isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
             axes.append(range(spec))
+            sizes.append(spec)
         elif isinstance(spec, list):
             axes.append(spec)
+            sizes.append(len(spec))
         else:
             problems.append(f"{path}.foreach.{name}: must be a count (int >= 0) or a list")
     names = [str(name) for name in ranges]
@@ -267,7 +272,7 @@ def _expand_template(
     if problems:
         errors += problems
         return []
-    count = math.prod(len(axis) for axis in axes)
+    count = math.prod(sizes)
     # Each device: the template, and each placeholder filled with the biggest value it can
     # take, padded to the widest spec.
     biggest = max((_weight(v) for axis in axes if isinstance(axis, list) for v in axis), default=0)
@@ -283,6 +288,8 @@ def _expand_template(
         return []
     budget.devices -= count
     budget.size -= size
+    if count == 0:  # an empty axis: product() would still make a tuple of each other axis
+        return []
     try:
         return [_fill(device, dict(zip(names, combo))) for combo in itertools.product(*axes)]
     except (ValueError, TypeError, OverflowError) as exc:  # a spec that does not suit a value

@@ -73,6 +73,13 @@ def test_an_expansion_past_the_limit_is_refused_before_it_is_made(tmp_path: Path
     assert info.value.errors[0].startswith(
         f'pools["p"].devices[0]: makes {10**24} devices of about '
     )
+    # An empty axis makes no devices, however big the others: nothing is made for them either
+    # (itertools.product would first turn each into a tuple: MemoryError, or gigabytes).
+    assert load(tmp_path, template("d-{i}", i=10**12, j=[])).pools["p"].devices == []
+    # One count past what len() of a range can hold (found by the generated files).
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, template("d-{i}", i=2**63))
+    assert info.value.errors[0].startswith(f'pools["p"].devices[0]: makes {2**63} devices of ')
     # Few devices, each big: the size counts, not only the number.
     big = yaml.safe_dump(
         {
