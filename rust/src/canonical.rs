@@ -65,6 +65,25 @@ impl Tree for Value {
 /// copy of every device just to canonicalise two quantities.
 pub type Substitutions<T> = Vec<(*const T, Option<String>)>;
 
+/// How `write_str` writes each byte: 0 as it is, `u` as `\u00xx`, else `\` and that byte.
+/// A table: strings are most of the canonical text, and most bytes need no escape.
+const ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        table[c] = b'u';
+        c += 1;
+    }
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[0x08] = b'b';
+    table[0x0c] = b'f';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
 /// A JSON string as Python's `json.dumps(ensure_ascii=False)` writes it: only `"`, `\\` and
 /// controls escaped (the short forms where JSON has them, else `\u00xx`).
 fn write_str(s: &str, out: &mut Vec<u8>) {
@@ -72,22 +91,22 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Nearly every string has nothing to escape: one pass of plain comparisons (which the
+    // compiler vectorises) tells, and it is copied whole.
+    if bytes.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\') {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, &c) in bytes.iter().enumerate() {
-        let short = match c {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            b'\n' => b'n',
-            b'\r' => b'r',
-            b'\t' => b't',
-            0x08 => b'b',
-            0x0c => b'f',
-            0x00..=0x1f => 0,
-            _ => continue,
-        };
+        let short = ESCAPE[usize::from(c)];
+        if short == 0 {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
         start = i + 1;
-        if short == 0 {
+        if short == b'u' {
             out.extend_from_slice(&[
                 b'\\',
                 b'u',
@@ -106,7 +125,6 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
 
 /// Appends the canonical JSON of `v`; false (nothing appended) when it prunes to nothing.
 pub fn write<T: Tree>(v: &T, subs: &Substitutions<T>, out: &mut Vec<u8>) -> bool {
-    use std::io::Write as _;
     if !subs.is_empty() {
         if let Some((_, sub)) = subs.iter().find(|(p, _)| std::ptr::eq(*p, v)) {
             let Some(s) = sub else { return false };
@@ -134,8 +152,8 @@ pub fn write<T: Tree>(v: &T, subs: &Substitutions<T>, out: &mut Vec<u8>) -> bool
     match v.view() {
         View::Null => return false,
         View::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-        View::Int(i) => write!(out, "{i}").expect("writing to a Vec cannot fail"),
-        View::UInt(u) => write!(out, "{u}").expect("writing to a Vec cannot fail"),
+        View::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
+        View::UInt(u) => out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes()),
         View::Float(f) => {
             serde_json::to_writer(&mut *out, &f).expect("writing to a Vec cannot fail")
         }

@@ -10,6 +10,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::Borrowed;
 
 pub mod canonical;
 pub mod decode;
@@ -37,7 +38,8 @@ struct Reader<'py> {
     /// Addresses of strs kept lately, direct-mapped: shared keys (`"attributes"`, `"int"`)
     /// come back in every device and are kept once. An address found here is in `kept`, so
     /// it cannot have been freed and reused for another object.
-    recent: [Cell<usize>; 256],
+    /// Each slot: the str's address, and its UTF-8 (pointer, length).
+    recent: [Cell<(usize, *const u8, usize)>; 256],
     pauses: Pauses<'py>,
 }
 
@@ -95,7 +97,7 @@ impl<'py> Reader<'py> {
         Reader {
             py,
             kept: RefCell::new(Vec::new()),
-            recent: std::array::from_fn(|_| Cell::new(0)),
+            recent: std::array::from_fn(|_| Cell::new((0, std::ptr::null(), 0))),
             pauses: Pauses::new(py),
         }
     }
@@ -103,48 +105,84 @@ impl<'py> Reader<'py> {
     /// The UTF-8 of a str without the temporary bytes object that abi3-py39's `to_cow`
     /// makes (the hot path reads tens of strings per device). None for lone surrogates.
     fn str<'r>(&'r self, s: &Bound<'py, PyString>) -> Option<&'r str> {
-        let address = s.as_ptr() as usize;
+        self.str_at(s.as_ptr())
+    }
+
+    /// `str` of a str object the caller holds at least borrowed.
+    ///
+    /// Keys (`"attributes"`, `"int"`) and shared values come back in every device: a hit in
+    /// `recent` gives their UTF-8 without asking CPython again.
+    fn str_at<'r>(&'r self, s: *mut pyo3::ffi::PyObject) -> Option<&'r str> {
+        let address = s as usize;
         let slot = &self.recent
             [((address as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize];
-        if slot.get() != address {
-            slot.set(address);
-            self.kept.borrow_mut().push(s.clone());
+        let (kept_address, data, size) = slot.get();
+        if kept_address == address {
+            // SAFETY: the slot was filled from this str, which `kept` keeps alive, so its
+            // cached UTF-8 buffer is still there (CPython never changes it once made).
+            return Some(unsafe { utf8(data, size) });
         }
         let mut size: pyo3::ffi::Py_ssize_t = 0;
         // SAFETY: `s` is a live str; its UTF-8 buffer is cached in it and lives as long as
-        // it, which `kept` makes at least as long as `self`.
-        let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
+        // it, which `kept` (below) makes at least as long as `self`.
+        let data = unsafe { PyUnicode_AsUTF8AndSize(s, &mut size) };
         if data.is_null() {
             let _ = PyErr::take(self.py);
             return None;
         }
+        // SAFETY: the caller holds `s`; the clone is a new strong reference.
+        let owned = unsafe { Bound::from_borrowed_ptr(self.py, s) };
+        // SAFETY: `s` is a str.
+        self.kept
+            .borrow_mut()
+            .push(unsafe { owned.cast_into_unchecked() });
+        slot.set((address, data.cast::<u8>(), size as usize));
         // SAFETY: CPython guarantees `size` bytes of valid UTF-8 at `data`.
-        Some(unsafe {
-            std::str::from_utf8_unchecked(std::slice::from_raw_parts(
-                data.cast::<u8>(),
-                size as usize,
-            ))
-        })
+        Some(unsafe { utf8(data.cast::<u8>(), size as usize) })
     }
 
     /// Views Python plain data as an `Input` tree (dict entries sorted by key).
+    ///
+    /// The exact built-in types, nearly all the input, are told apart by their type pointer
+    /// (inline under the limited API, where each `cast` is a call), and dicts are read with
+    /// borrowed references: a device is read without one reference count change per member.
     fn input<'r>(&'r self, obj: &Bound<'py, PyAny>) -> Input<'r> {
-        // Most frequent types first: every check is a call under the limited API.
+        if obj.is_exact_instance_of::<PyString>() {
+            self.str_at(obj.as_ptr()).map_or(Input::BadStr, Input::Str)
+        } else if let Ok(d) = obj.cast_exact::<PyDict>() {
+            self.dict(d)
+        } else if obj.is_exact_instance_of::<PyInt>() {
+            let mut overflow: std::ffi::c_int = 0;
+            // SAFETY: `obj` is an int; an exact int converts without running Python code.
+            let i = unsafe { pyo3::ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
+            if overflow != 0 {
+                Input::BigInt
+            } else {
+                Input::Int(i)
+            }
+        } else if let Ok(l) = obj.cast_exact::<PyList>() {
+            self.list(l)
+        } else if obj.is_none() {
+            Input::Null
+        } else if obj.is_exact_instance_of::<PyBool>() {
+            Input::Bool(obj.is(&PyBool::new(self.py, true)))
+        } else {
+            self.input_other(obj)
+        }
+    }
+
+    /// The types `input` does not tell at once: subclasses, floats, tuples, anything else.
+    fn input_other<'r>(&'r self, obj: &Bound<'py, PyAny>) -> Input<'r> {
         if let Ok(s) = obj.cast::<PyString>() {
             self.str(s).map_or(Input::BadStr, Input::Str)
         } else if let Ok(d) = obj.cast::<PyDict>() {
-            let mut entries: Vec<(&str, Input<'_>)> =
-                d.iter().map(|(k, v)| self.entry(&k, &v)).collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            Input::Dict(entries)
+            self.dict(d)
         } else if let Ok(b) = obj.cast::<PyBool>() {
             Input::Bool(b.is_true())
         } else if let Ok(i) = obj.cast::<PyInt>() {
             i.extract::<i64>().map_or(Input::BigInt, Input::Int)
         } else if let Ok(l) = obj.cast::<PyList>() {
-            Input::List(l.iter().map(|x| self.input(&x)).collect())
-        } else if obj.is_none() {
-            Input::Null
+            self.list(l)
         } else if obj.cast::<PyFloat>().is_ok() {
             Input::Float
         } else if let Ok(t) = obj.cast::<PyTuple>() {
@@ -154,12 +192,46 @@ impl<'py> Reader<'py> {
         }
     }
 
+    fn list<'r>(&'r self, l: &Bound<'py, PyList>) -> Input<'r> {
+        Input::List(l.iter().map(|x| self.input(&x)).collect())
+    }
+
+    /// A dict's entries sorted by key. Read with `PyDict_Next`'s borrowed references: `d`
+    /// is held, and nothing here runs Python code that could change it except through
+    /// `input_other`, which holds what it reads.
+    fn dict<'r>(&'r self, d: &Bound<'py, PyDict>) -> Input<'r> {
+        let mut entries: Vec<(&str, Input<'_>)> = Vec::with_capacity(d.len());
+        let mut pos: pyo3::ffi::Py_ssize_t = 0;
+        let mut key: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+        let mut value: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+        // SAFETY: `d` is a live dict; the references handed out are borrowed from it and
+        // used before the next step (strs kept by `str_at` get their own reference).
+        while unsafe { pyo3::ffi::PyDict_Next(d.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+            let (k, v) = unsafe {
+                (
+                    Borrowed::from_ptr(self.py, key),
+                    Borrowed::from_ptr(self.py, value),
+                )
+            };
+            entries.push(self.entry(&k, &v));
+        }
+        if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        }
+        Input::Dict(entries)
+    }
+
     fn entry<'r>(
         &'r self,
         key: &Bound<'py, PyAny>,
         value: &Bound<'py, PyAny>,
     ) -> (&'r str, Input<'r>) {
-        match key.cast::<PyString>().ok().and_then(|k| self.str(k)) {
+        let name = if key.is_exact_instance_of::<PyString>() {
+            self.str_at(key.as_ptr())
+        } else {
+            key.cast::<PyString>().ok().and_then(|k| self.str(k))
+        };
+        match name {
             Some(k) => (k, self.input(value)),
             None => ("", Input::Other(format!("{} key", type_name(key)))),
         }
@@ -228,6 +300,13 @@ unsafe extern "C" {
         unicode: *mut pyo3::ffi::PyObject,
         size: *mut pyo3::ffi::Py_ssize_t,
     ) -> *const std::ffi::c_char;
+}
+
+/// # Safety
+/// `size` bytes of valid UTF-8 at `data`, alive for `'a`.
+unsafe fn utf8<'a>(data: *const u8, size: usize) -> &'a str {
+    // SAFETY: as the caller promises.
+    unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(data, size)) }
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {

@@ -244,6 +244,11 @@ enum Seg<'a> {
 struct Errors<'a> {
     path: Vec<Seg<'a>>,
     list: Vec<String>,
+    /// Attribute and capacity names found valid, by address and length. Keys of Python
+    /// dicts are shared objects (literals are interned, `json.loads` reuses equal keys), so
+    /// a pool's devices name the same few strs over and over: each is checked once. Sound
+    /// for one call: every str of the input outlives it, so an address is never reused.
+    good_names: rustc_hash::FxHashSet<(usize, usize)>,
 }
 
 impl<'a> Errors<'a> {
@@ -286,6 +291,19 @@ impl<'a> Errors<'a> {
 
     fn count(&self) -> usize {
         self.list.len()
+    }
+
+    /// `qualified_name_problems(name, false)`, remembered for the valid names.
+    fn name_problems(&mut self, name: &'a str) -> Vec<&'static str> {
+        let key = (name.as_ptr() as usize, name.len());
+        if self.good_names.contains(&key) {
+            return vec![];
+        }
+        let problems = qualified_name_problems(name, false);
+        if problems.is_empty() {
+            self.good_names.insert(key);
+        }
+        problems
     }
 }
 
@@ -342,7 +360,11 @@ pub fn is_dns_subdomain(s: &str) -> bool {
 /// A driver name, also the domain of an attribute: upper case is allowed (the server checks
 /// the lower-cased name, and warns).
 fn is_driver_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= MAX_DRIVER_LENGTH && is_dns_subdomain(&s.to_ascii_lowercase())
+    let lower = s
+        .bytes()
+        .any(|c| c.is_ascii_uppercase())
+        .then(|| s.to_ascii_lowercase());
+    !s.is_empty() && s.len() <= MAX_DRIVER_LENGTH && is_dns_subdomain(lower.as_deref().unwrap_or(s))
 }
 
 fn is_pool_name(s: &str) -> bool {
@@ -361,28 +383,26 @@ fn is_c_identifier(s: &str) -> bool {
 /// lower case where the server's declarative rules check it). Like the server, a name with
 /// more than one slash is not looked at.
 fn qualified_name_problems(name: &str, lower_case: bool) -> Vec<&'static str> {
-    let parts: Vec<&str> = name.split('/').collect();
-    match parts.as_slice() {
-        [id] => {
-            if is_c_identifier(id) {
-                vec![]
-            } else {
-                vec![BAD_ID]
-            }
-        }
-        [domain, id] => {
-            let mut problems = vec![];
-            let lower_ok = !lower_case || domain.bytes().all(|c| !c.is_ascii_uppercase());
-            if !(is_driver_name(domain) && lower_ok) {
-                problems.push(BAD_DOMAIN);
-            }
-            if !is_c_identifier(id) {
-                problems.push(BAD_ID);
-            }
-            problems
-        }
-        _ => vec![],
+    // Split by hand: this runs for every attribute and capacity of every device.
+    let Some((domain, id)) = name.split_once('/') else {
+        return if is_c_identifier(name) {
+            vec![]
+        } else {
+            vec![BAD_ID]
+        };
+    };
+    if id.contains('/') {
+        return vec![];
     }
+    let mut problems = vec![];
+    let lower_ok = !lower_case || domain.bytes().all(|c| !c.is_ascii_uppercase());
+    if !(is_driver_name(domain) && lower_ok) {
+        problems.push(BAD_DOMAIN);
+    }
+    if !is_c_identifier(id) {
+        problems.push(BAD_ID);
+    }
+    problems
 }
 
 /// A label value's body: `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
@@ -667,10 +687,12 @@ fn check_attribute<'i>(e: &mut Errors<'i>, v: &Input<'i>) -> bool {
     };
     // An empty list is there for one reading of the rule and absent for the other (the
     // server applies both): it never makes the one value.
-    let types: Vec<_> = present(entries)
-        .filter(|(k, _)| ATTRIBUTE_TYPES.contains(k))
-        .collect();
-    if types.len() != 1 || matches!(types[0].1, Input::List(l) if l.is_empty()) {
+    let mut types = present(entries).filter(|(k, _)| ATTRIBUTE_TYPES.contains(k));
+    let one = match (types.next(), types.next()) {
+        (Some((_, value)), None) => !matches!(value, Input::List(l) if l.is_empty()),
+        _ => false,
+    };
+    if !one {
         e.report(ATTRIBUTE_ONE_TYPE);
     }
     let mut list = false;
@@ -1251,6 +1273,11 @@ fn check_overhead<'i>(e: &mut Errors<'i>, v: &Input<'i>) {
     check_others(e, entries, &["perContainer", "perPod"]);
 }
 
+/// The device names of a pool, for uniqueness. Fx hashing: a pool has up to hundreds of
+/// thousands of names, chosen by the driver (nothing to guard against), and SipHash was a
+/// tenth of `prepare_desired`'s time.
+type NameSet<'i> = rustc_hash::FxHashSet<&'i str>;
+
 /// The counter sets a pool shares: name -> counter names.
 type CounterSets<'i> = HashMap<&'i str, HashSet<&'i str>>;
 
@@ -1345,7 +1372,7 @@ fn check_device<'i>(e: &mut Errors<'i>, v: &Input<'i>, ctx: &DeviceContext<'_, '
                 };
                 for (name, x) in members {
                     e.at(Seg::Key(name), |e| {
-                        for problem in qualified_name_problems(name, false) {
+                        for problem in e.name_problems(name) {
                             e.report(problem);
                         }
                         if k == "attributes" {
@@ -1451,12 +1478,13 @@ fn check_consumption<'i>(
 }
 
 /// Adds a device that passed its checks to `out`, as canonical JSON; an error instead when
-/// it is too large.
+/// it is too large. `buffer`: where the JSON is written, reused from device to device.
 fn push_device(
     e: &mut Errors<'_>,
     v: &Input<'_>,
     advanced: bool,
     max_slice_bytes: usize,
+    buffer: &mut Vec<u8>,
     out: &mut DeviceList,
 ) {
     let subs = canonical::device_subs(v, quantity::canonical);
@@ -1466,14 +1494,17 @@ fn push_device(
         Some(Input::Str(s)) => *s,
         _ => "",
     };
-    let json = canonical::to_json_with(v, &subs);
-    if json.len() > max_slice_bytes.saturating_sub(SLICE_OVERHEAD) {
+    buffer.clear();
+    if !canonical::write(v, &subs, buffer) {
+        buffer.extend_from_slice(b"null");
+    }
+    if buffer.len() > max_slice_bytes.saturating_sub(SLICE_OVERHEAD) {
         e.report("device too large");
         return;
     }
     out.push(DeviceEntry {
         name,
-        json: &json,
+        json: std::str::from_utf8(buffer).expect("JSON written from str is UTF-8"),
         advanced,
         untimed_taints,
     });
@@ -1529,11 +1560,16 @@ fn check_devices<'i>(
     e: &mut Errors<'i>,
     v: &Input<'i>,
     ctx: &DeviceContext<'_, 'i>,
-    names: &mut HashSet<&'i str>,
+    names: &mut NameSet<'i>,
     max_slice_bytes: usize,
 ) -> (DeviceList, bool) {
     let mut out = DeviceList::default();
     let mut any_advanced = false;
+    let mut buffer = Vec::with_capacity(1024);
+    if let Input::Lazy(items) = v {
+        // Growing the set would rehash it about twice over for a large pool.
+        names.reserve(items.count());
+    }
     let mut check = |e: &mut Errors<'i>, i: usize, item: &Input<'i>| {
         e.at(Seg::Index(i), |e| {
             let before = e.count();
@@ -1547,7 +1583,7 @@ fn check_devices<'i>(
                 }
             }
             if e.count() == before {
-                push_device(e, item, advanced, max_slice_bytes, &mut out);
+                push_device(e, item, advanced, max_slice_bytes, &mut buffer, &mut out);
             }
         });
     };
@@ -1665,7 +1701,7 @@ fn check_pool<'i>(
             .unwrap_or(MAX_DEVICES),
     };
     let selection = Selection::new(e, entries);
-    let mut names = HashSet::new();
+    let mut names = NameSet::default();
     let no_counters = CounterSets::new();
     let pool_devices = match (devices, slices) {
         (None, Some(s)) => PoolDevices::Slices(e.field("slices", |e| {
@@ -1849,7 +1885,7 @@ fn check_slices<'i>(
     v: &Input<'i>,
     driver: &str,
     selection: &Selection,
-    names: &mut HashSet<&'i str>,
+    names: &mut NameSet<'i>,
     max_slice_bytes: usize,
 ) -> Vec<SliceSpec> {
     let Some(items) = check_list(e, v) else {
@@ -1924,6 +1960,7 @@ pub fn prepare_desired<'i>(
     let mut e = Errors {
         path: Vec::new(),
         list: Vec::new(),
+        good_names: Default::default(),
     };
     let driver = e.field("driver", |e| {
         let d = check_str(e, driver)?;
