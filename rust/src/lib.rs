@@ -196,25 +196,13 @@ impl<'py> Reader<'py> {
         Input::List(l.iter().map(|x| self.input(&x)).collect())
     }
 
-    /// A dict's entries sorted by key. Read with `PyDict_Next`'s borrowed references: `d`
-    /// is held, and nothing here runs Python code that could change it except through
-    /// `input_other`, which holds what it reads.
+    /// A dict's entries sorted by key.
     fn dict<'r>(&'r self, d: &Bound<'py, PyDict>) -> Input<'r> {
         let mut entries: Vec<(&str, Input<'_>)> = Vec::with_capacity(d.len());
-        let mut pos: pyo3::ffi::Py_ssize_t = 0;
-        let mut key: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
-        let mut value: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
-        // SAFETY: `d` is a live dict; the references handed out are borrowed from it and
-        // used before the next step (strs kept by `str_at` get their own reference).
-        while unsafe { pyo3::ffi::PyDict_Next(d.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
-            let (k, v) = unsafe {
-                (
-                    Borrowed::from_ptr(self.py, key),
-                    Borrowed::from_ptr(self.py, value),
-                )
-            };
-            entries.push(self.entry(&k, &v));
-        }
+        all_entries(d, |k, v| {
+            entries.push(self.entry(k, v));
+            true
+        });
         if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
             entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         }
@@ -300,6 +288,34 @@ unsafe extern "C" {
         unicode: *mut pyo3::ffi::PyObject,
         size: *mut pyo3::ffi::Py_ssize_t,
     ) -> *const std::ffi::c_char;
+}
+
+/// Calls `f` on each (key, value) of `d` while it returns true; whether it always did.
+///
+/// Borrowed references from `PyDict_Next`: reading a device does not change one reference
+/// count per member. `d` is held; nothing `f` is given runs Python code that could change
+/// it (what may, `Reader::input_other` and `type_name`, holds what it reads).
+fn all_entries<'py>(
+    d: &Bound<'py, PyDict>,
+    mut f: impl FnMut(&Bound<'py, PyAny>, &Bound<'py, PyAny>) -> bool,
+) -> bool {
+    let mut pos: pyo3::ffi::Py_ssize_t = 0;
+    let mut key: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+    let mut value: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: `d` is a live dict, and what it hands out is used before the next step.
+    while unsafe { pyo3::ffi::PyDict_Next(d.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+        // SAFETY: live objects, borrowed from `d`.
+        let (k, v) = unsafe {
+            (
+                Borrowed::from_ptr(d.py(), key),
+                Borrowed::from_ptr(d.py(), value),
+            )
+        };
+        if !f(&k, &v) {
+            return false;
+        }
+    }
+    true
 }
 
 /// # Safety
@@ -520,8 +536,9 @@ fn is_plain(obj: &Bound<'_, PyAny>, depth: usize) -> bool {
         return false;
     }
     if let Ok(d) = obj.cast_exact::<PyDict>() {
-        d.iter()
-            .all(|(k, v)| k.is_exact_instance_of::<PyString>() && is_plain(&v, depth + 1))
+        all_entries(d, |k, v| {
+            k.is_exact_instance_of::<PyString>() && is_plain(v, depth + 1)
+        })
     } else if let Ok(l) = obj.cast_exact::<PyList>() {
         l.iter().all(|v| is_plain(&v, depth + 1))
     } else {
