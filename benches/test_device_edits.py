@@ -70,9 +70,7 @@ def test_whole_pool_of_100k(benchmark: Any) -> None:
     ctrl = rs.start_controller(None, driver=DRIVER, resources=states[0])
     calls: dict[str, Callable[[int], Any]] = {
         "json_dumps": lambda _: json.dumps(devices),
-        "prepare_desired": lambda _: core.prepare_desired(
-            DRIVER, _pools(devices), MAX_SLICE_BYTES
-        ),
+        "prepare_desired": lambda _: core.prepare_desired(DRIVER, _pools(devices), MAX_SLICE_BYTES),
         "update": lambda i: ctrl.update(states[(i + 1) % 2]),
     }
     # The 1.3 million dicts make a full collection take about 0.2 s, whichever call happens
@@ -92,6 +90,4 @@ def test_whole_pool_of_100k(benchmark: Any) -> None:
     for name, seconds in best.items():
         benchmark.extra_info[f"{name}_ms"] = round(seconds * 1000, 1)
     for name in ("prepare_desired", "update"):
-        benchmark.extra_info[f"{name}_over_json_dumps"] = round(
-            best[name] / best["json_dumps"], 2
-        )
+        benchmark.extra_info[f"{name}_over_json_dumps"] = round(best[name] / best["json_dumps"], 2)

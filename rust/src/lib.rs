@@ -35,10 +35,10 @@ const HOLD: Duration = Duration::from_millis(1);
 struct Reader<'py> {
     py: Python<'py>,
     kept: RefCell<Vec<Bound<'py, PyString>>>,
-    /// Addresses of strs kept lately, direct-mapped: shared keys (`"attributes"`, `"int"`)
-    /// come back in every device and are kept once. An address found here is in `kept`, so
-    /// it cannot have been freed and reused for another object.
-    /// Each slot: the str's address, and its UTF-8 (pointer, length).
+    /// Strs kept lately, direct-mapped, as (address, UTF-8 pointer, length): shared keys
+    /// (`"attributes"`, `"int"`) come back in every device and are kept and converted once.
+    /// An address found here is in `kept`, so it cannot have been freed and reused for
+    /// another object.
     recent: [Cell<(usize, *const u8, usize)>; 256],
     pauses: Pauses<'py>,
 }
@@ -104,16 +104,11 @@ impl<'py> Reader<'py> {
 
     /// The UTF-8 of a str without the temporary bytes object that abi3-py39's `to_cow`
     /// makes (the hot path reads tens of strings per device). None for lone surrogates.
-    fn str<'r>(&'r self, s: &Bound<'py, PyString>) -> Option<&'r str> {
-        self.str_at(s.as_ptr())
-    }
-
-    /// `str` of a str object the caller holds at least borrowed.
     ///
     /// Keys (`"attributes"`, `"int"`) and shared values come back in every device: a hit in
     /// `recent` gives their UTF-8 without asking CPython again.
-    fn str_at<'r>(&'r self, s: *mut pyo3::ffi::PyObject) -> Option<&'r str> {
-        let address = s as usize;
+    fn str(&self, s: &Bound<'py, PyString>) -> Option<&str> {
+        let address = s.as_ptr() as usize;
         let slot = &self.recent
             [((address as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize];
         let (kept_address, data, size) = slot.get();
@@ -125,17 +120,12 @@ impl<'py> Reader<'py> {
         let mut size: pyo3::ffi::Py_ssize_t = 0;
         // SAFETY: `s` is a live str; its UTF-8 buffer is cached in it and lives as long as
         // it, which `kept` (below) makes at least as long as `self`.
-        let data = unsafe { PyUnicode_AsUTF8AndSize(s, &mut size) };
+        let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
         if data.is_null() {
             let _ = PyErr::take(self.py);
             return None;
         }
-        // SAFETY: the caller holds `s`; the clone is a new strong reference.
-        let owned = unsafe { Bound::from_borrowed_ptr(self.py, s) };
-        // SAFETY: `s` is a str.
-        self.kept
-            .borrow_mut()
-            .push(unsafe { owned.cast_into_unchecked() });
+        self.kept.borrow_mut().push(s.clone());
         slot.set((address, data.cast::<u8>(), size as usize));
         // SAFETY: CPython guarantees `size` bytes of valid UTF-8 at `data`.
         Some(unsafe { utf8(data.cast::<u8>(), size as usize) })
@@ -147,8 +137,8 @@ impl<'py> Reader<'py> {
     /// (inline under the limited API, where each `cast` is a call), and dicts are read with
     /// borrowed references: a device is read without one reference count change per member.
     fn input<'r>(&'r self, obj: &Bound<'py, PyAny>) -> Input<'r> {
-        if obj.is_exact_instance_of::<PyString>() {
-            self.str_at(obj.as_ptr()).map_or(Input::BadStr, Input::Str)
+        if let Ok(s) = obj.cast_exact::<PyString>() {
+            self.str(s).map_or(Input::BadStr, Input::Str)
         } else if let Ok(d) = obj.cast_exact::<PyDict>() {
             self.dict(d)
         } else if obj.is_exact_instance_of::<PyInt>() {
@@ -165,7 +155,7 @@ impl<'py> Reader<'py> {
         } else if obj.is_none() {
             Input::Null
         } else if obj.is_exact_instance_of::<PyBool>() {
-            Input::Bool(obj.is(&PyBool::new(self.py, true)))
+            Input::Bool(obj.is(PyBool::new(self.py, true)))
         } else {
             self.input_other(obj)
         }
@@ -214,10 +204,9 @@ impl<'py> Reader<'py> {
         key: &Bound<'py, PyAny>,
         value: &Bound<'py, PyAny>,
     ) -> (&'r str, Input<'r>) {
-        let name = if key.is_exact_instance_of::<PyString>() {
-            self.str_at(key.as_ptr())
-        } else {
-            key.cast::<PyString>().ok().and_then(|k| self.str(k))
+        let name = match key.cast_exact::<PyString>() {
+            Ok(k) => self.str(k),
+            Err(_) => key.cast::<PyString>().ok().and_then(|k| self.str(k)),
         };
         match name {
             Some(k) => (k, self.input(value)),
@@ -292,13 +281,15 @@ unsafe extern "C" {
 
 /// Calls `f` on each (key, value) of `d` while it returns true; whether it always did.
 ///
-/// Borrowed references from `PyDict_Next`: reading a device does not change one reference
-/// count per member. `d` is held; nothing `f` is given runs Python code that could change
-/// it (what may, `Reader::input_other` and `type_name`, holds what it reads).
+/// Borrowed references from `PyDict_Next`: reading a device does not change two reference
+/// counts per member. `f` uses each before the next step, and `d` is held meanwhile: were
+/// Python code to run inside `f` (a metaclass's `__name__` in `type_name`, a finaliser of
+/// the garbage collector) and remove `d` from its parent, `d` would still be there.
 fn all_entries<'py>(
     d: &Bound<'py, PyDict>,
     mut f: impl FnMut(&Bound<'py, PyAny>, &Bound<'py, PyAny>) -> bool,
 ) -> bool {
+    let d = d.clone();
     let mut pos: pyo3::ffi::Py_ssize_t = 0;
     let mut key: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
     let mut value: *mut pyo3::ffi::PyObject = std::ptr::null_mut();

@@ -491,3 +491,62 @@ def test_node_allocatable_quantities_are_canonical(core: ModuleType) -> None:
     stored = {**body, "metadata": {**body["metadata"], "uid": "u", "resourceVersion": "1"}}
     record = core.decode_slice(json.dumps(stored).encode())
     assert core.plan_pool(desired, "p", [record], None, "node-1").updates == []
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+def test_devices_sharing_strings_are_each_checked(core: ModuleType) -> None:
+    """The same str objects in every device (the Rust core reads a str once, checks an
+    attribute name once and a quantity once per list): each device still gets its errors,
+    and its own canonical form."""
+    bad, good, quantity = "9bad", "ok", "1000m"
+    devices = [
+        {"name": f"d{i}", "attributes": {bad: {"int": 1}, good: {"int": i}}} for i in range(2)
+    ]
+    assert _errors(core, {"p": pool(devices)}) == [
+        f'{P}.devices[{i}].attributes["9bad"]: the name must be a C identifier of at most 32 '
+        "characters"
+        for i in range(2)
+    ]
+    shared = [{"name": f"d{i}", "capacity": {"m": {"value": quantity}}} for i in range(3)]
+    own = [{"name": f"d{i}", "capacity": {"m": {"value": "1"}}} for i in range(3)]
+    ints = [{"name": f"d{i}", "capacity": {"m": {"value": 1}}} for i in range(3)]
+    desired = [
+        core.prepare_desired(DRIVER, {"p": pool(d)}, MAX_BYTES)[0] for d in (shared, own, ints)
+    ]
+    assert desired[0].changed_pools(desired[1]) == []
+    assert desired[0].changed_pools(desired[2]) == []
+
+
+def test_subclasses_and_tuples_read_as_their_base_types(core: ModuleType) -> None:
+    """What the API converts before the core sees it (``non_plain``) is still read alike by
+    both cores when handed over directly: the same desired state as the exact types."""
+    exact = {
+        "name": "d",
+        "attributes": {"x": {"int": 7}, "s": {"string": "v"}, "b": {"bool": True}},
+        "taints": [{"key": "k", "effect": "NoSchedule"}],
+    }
+    other = _Dict(
+        name=_Str("d"),
+        attributes=_Dict(x=_Dict(int=_Int(7)), s={"string": _Str("v")}, b={"bool": True}),
+        taints=(_Dict(key="k", effect="NoSchedule"),),
+    )
+    desired = [core.prepare_desired(DRIVER, {"p": pool([d])}, MAX_BYTES) for d in (exact, other)]
+    assert desired[0][1] == desired[1][1] == []
+    assert desired[0][0].changed_pools(desired[1][0]) == []
+    assert _device_errors(
+        core, attributes={"x": {"int": 1 << 63}, "y": {"int": _Int(1 << 63)}}
+    ) == [
+        f'{D}.attributes["x"].int: out of range for a 64-bit integer',
+        f'{D}.attributes["y"].int: out of range for a 64-bit integer',
+    ]
