@@ -2,17 +2,21 @@
 against ``prepare_desired`` of the whole pool, and ``json.dumps`` of the same devices, in the
 same run. Planning afterwards is the same for both (``one_change`` of test_core.py).
 
-Run: ``.venv/bin/pytest benches/test_device_edits.py --benchmark-enable``.
+``test_one_change_of_100k_on_the_apiserver`` runs the whole controller on the real apiserver.
+
+Run: ``.venv/bin/pytest benches/test_device_edits.py --benchmark-enable -s``.
 """
 
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
+import kubernetes.client
 import pytest
 
 import resourceslice as rs
@@ -91,3 +95,74 @@ def test_whole_pool_of_100k(benchmark: Any) -> None:
         benchmark.extra_info[f"{name}_ms"] = round(seconds * 1000, 1)
     for name in ("prepare_desired", "update"):
         benchmark.extra_info[f"{name}_over_json_dumps"] = round(best[name] / best["json_dumps"], 2)
+
+
+class _PutClock:
+    """The process CPU time at which each PUT leaves, seen where every request of the client
+    passes (as ``RequestCounter`` does)."""
+
+    def __init__(self, client: Any) -> None:
+        self.sent: list[float] = []
+        pool_manager = client.rest_client.pool_manager
+        send = pool_manager.request
+
+        def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            if method.upper() == "PUT":
+                self.sent.append(time.process_time())
+            return send(method, url, *args, **kwargs)
+
+        pool_manager.request = request
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(1200)
+def test_one_change_of_100k_on_the_apiserver(benchmark: Any, kube_cluster: Any) -> None:
+    """One device changed with ``update_devices`` in a published 100,000-device pool: the
+    controller's CPU (every thread of this process) from the call until its PUT leaves,
+    against a full ``update()`` of the same pool with one device changed, in the same run."""
+    client = kube_cluster.api_client("admin")
+    clock = _PutClock(client)
+    devices = [gpu(i) for i in range(DEVICES)]
+    driver = "edits.bench.example.com"
+    resources = rs.DriverResources(pools={"p": rs.Pool(devices=devices, all_nodes=True)})
+    # The resync after each write's own watch event comes soon, and is waited for (wait_idle)
+    # before the next change: it is not counted in the change's time to its PUT.
+    ctrl = rs.start_controller(
+        client, driver=driver, resources=resources, update_interval=0.0, sync_delay=0.2
+    )
+    try:
+        assert ctrl.wait_idle(600)
+        to_put: list[float] = []
+        revision = itertools.count(1)
+
+        def change() -> None:
+            assert ctrl.wait_idle(60)
+            before, started = len(clock.sent), time.process_time()
+            ctrl.update_devices("p", upsert=[gpu(5000, revision=next(revision))])
+            assert ctrl.wait_synced(60)
+            assert len(clock.sent) == before + 1  # one PUT
+            to_put.append(clock.sent[before] - started)
+
+        benchmark.pedantic(change, rounds=20, iterations=1, warmup_rounds=2)
+        full: list[float] = []
+        for _ in range(3):
+            assert ctrl.wait_idle(60)
+            devices[7000] = gpu(7000, revision=next(revision))
+            started = time.process_time()
+            ctrl.update(resources)
+            full.append(time.process_time() - started)
+        to_put.sort()
+        median, full_median = to_put[len(to_put) // 2], sorted(full)[1]
+        benchmark.extra_info.update(
+            cpu_to_put_ms_median=round(1e3 * median, 2),
+            cpu_to_put_ms_max=round(1e3 * to_put[-1], 2),
+            full_update_cpu_ms_median=round(1e3 * full_median, 1),
+            ratio=round(median / full_median, 4),
+        )
+        print(benchmark.extra_info)
+    finally:
+        ctrl.stop()
+        kubernetes.client.ResourceV1Api(client).delete_collection_resource_slice(
+            field_selector=f"spec.driver={driver}", _preload_content=False
+        )
+        client.close()

@@ -92,6 +92,10 @@ class Plan:
     @property
     def waiting(self) -> list[str]:
         """Slices not created because a slice being deleted still holds their name."""
+    @property
+    def compared(self) -> int:
+        """Slices this plan compared with their records; the Rust core carries the others'
+        comparison over from the pool's last plan (docs/core.md §5)."""
 
 #: How deep ``non_plain`` looks: deeper input is not plain (the API refuses it).
 MAX_PLAIN_DEPTH: int

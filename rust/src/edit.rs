@@ -1,9 +1,10 @@
 //! Device-level edits of a flat pool (docs/core.md §8): devices upserted and removed by
 //! name, without the whole desired state being read and validated again.
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::canonical::quote;
+use crate::replan::PlanCache;
 use crate::validate::{Desired, DesiredPool, DeviceList, PoolDevices};
 
 /// The flat device list of `pool` in `desired`, if it has the pool; `Err` for explicit slices.
@@ -39,37 +40,34 @@ pub fn with_devices(
     };
     let empty = DeviceList::default();
     let (current, upserts) = (current.unwrap_or(&empty), upserts.unwrap_or(&empty));
-    let mut by_name: HashMap<&str, usize> = upserts
+    let upserted: HashSet<&str> = upserts.iter().map(|d| d.name).collect();
+    let mut both: Vec<&str> = removed
         .iter()
-        .enumerate()
-        .map(|(i, d)| (d.name, i))
-        .collect();
-    let gone: HashSet<&str> = removed.iter().map(String::as_str).collect();
-    let mut both: Vec<&str> = gone
-        .iter()
-        .copied()
-        .filter(|n| by_name.contains_key(n))
+        .map(String::as_str)
+        .filter(|n| upserted.contains(n))
         .collect();
     if !both.is_empty() {
         both.sort_unstable();
+        both.dedup();
         return Err(both
             .into_iter()
             .map(|n| format!("remove[{}]: also upserted", quote(n)))
             .collect());
     }
-    // Sized once (the result is at most both lists): no reallocation, and none to give back.
-    let mut devices = DeviceList::default();
-    devices.reserve_for(&[current, upserts]);
-    let kept = |name: &str| gone.is_empty() || !gone.contains(name);
-    for device in current.iter().filter(|d| kept(d.name)) {
-        match by_name.remove(device.name) {
-            Some(i) => devices.push(upserts.get(i)),
-            None => devices.push(device),
+    // Found through the list's name index: O(changed), not O(pool).
+    let mut replaced = Vec::new();
+    let mut appended = Vec::new();
+    for device in upserts.iter() {
+        match current.position(device.name) {
+            Some(i) => replaced.push((i, device)),
+            None => appended.push(device),
         }
     }
-    for device in upserts.iter().filter(|d| by_name.contains_key(d.name)) {
-        devices.push(device);
-    }
+    let mut gone: Vec<usize> = removed.iter().filter_map(|n| current.position(n)).collect();
+    gone.sort_unstable();
+    gone.dedup();
+    let in_place = gone.is_empty() && appended.is_empty();
+    let devices = current.edited(&replaced, &gone, appended);
     let wanted = wanted.expect("checked above");
     let mut pools = desired.pools.clone();
     pools.insert(
@@ -80,6 +78,13 @@ pub fn with_devices(
             all_nodes: wanted.all_nodes,
             generation: wanted.generation,
             max_devices_per_slice: wanted.max_devices_per_slice,
+            // Devices replaced where they are keep every position: the plan made for the
+            // pool before can be carried over (replan.rs).
+            cache: if in_place {
+                PlanCache::after_edit(wanted, replaced.iter().map(|&(i, _)| i).collect())
+            } else {
+                PlanCache::default()
+            },
         }),
     );
     Ok(Desired {

@@ -4,6 +4,7 @@
 //! around pure-Rust work (planning, decoding) and handed over at pauses while Python data is
 //! read (`Pauses`).
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyValueError;
@@ -14,10 +15,12 @@ use pyo3::Borrowed;
 
 pub mod canonical;
 pub mod decode;
+pub mod devices;
 pub mod edit;
 pub mod pack;
 pub mod plan;
 pub mod quantity;
+pub mod replan;
 pub mod strlist;
 pub mod validate;
 
@@ -361,7 +364,7 @@ impl PyDesired {
 
 /// What the store keeps of one ResourceSlice, decoded from the apiserver's JSON.
 #[pyclass(frozen, name = "SliceRecord", module = "resourceslice._core")]
-struct PySliceRecord(Record);
+struct PySliceRecord(Arc<Record>);
 
 #[pymethods]
 impl PySliceRecord {
@@ -438,6 +441,7 @@ struct PyPlan {
     updates: Vec<(String, Py<PyBytes>)>,
     creates: Vec<Py<PyBytes>>,
     waiting: Vec<String>,
+    compared: usize,
 }
 
 impl PyPlan {
@@ -460,6 +464,7 @@ impl PyPlan {
                 .map(|body| PyBytes::new(py, &body).unbind())
                 .collect(),
             waiting: plan.waiting,
+            compared: plan.compared,
         }
     }
 }
@@ -504,6 +509,10 @@ impl PyPlan {
     #[getter]
     fn waiting(&self) -> Vec<String> {
         self.waiting.clone()
+    }
+    #[getter]
+    fn compared(&self) -> usize {
+        self.compared
     }
 }
 
@@ -610,7 +619,7 @@ fn plan_pool(
         uid,
     });
     let plan = py.detach(|| {
-        let records: Vec<&Record> = records.iter().map(|r| &r.get().0).collect();
+        let records: Vec<Arc<Record>> = records.iter().map(|r| Arc::clone(&r.get().0)).collect();
         plan::plan_pool(
             desired.as_ref().map(|d| &d.get().0),
             pool,
@@ -629,7 +638,7 @@ fn plan_pool(
 #[pyfunction]
 fn decode_slice(py: Python<'_>, data: &[u8]) -> PyResult<PySliceRecord> {
     py.detach(|| decode::decode_slice(data))
-        .map(PySliceRecord)
+        .map(|r| PySliceRecord(Arc::new(r)))
         .map_err(PyValueError::new_err)
 }
 
@@ -638,7 +647,13 @@ fn decode_list(py: Python<'_>, data: &[u8]) -> PyResult<(String, Vec<PySliceReco
     let (version, records) = py
         .detach(|| decode::decode_list(data))
         .map_err(PyValueError::new_err)?;
-    Ok((version, records.into_iter().map(PySliceRecord).collect()))
+    Ok((
+        version,
+        records
+            .into_iter()
+            .map(|r| PySliceRecord(Arc::new(r)))
+            .collect(),
+    ))
 }
 
 /// Bytes of a list response decoded per release of the GIL: a few milliseconds of work.
@@ -667,7 +682,13 @@ fn decode_list_chunks(
             stream.finish()
         })
         .map_err(PyValueError::new_err)?;
-    Ok((version, records.into_iter().map(PySliceRecord).collect()))
+    Ok((
+        version,
+        records
+            .into_iter()
+            .map(|r| PySliceRecord(Arc::new(r)))
+            .collect(),
+    ))
 }
 
 #[pyfunction]
@@ -682,7 +703,7 @@ fn decode_watch_event(
         {
             Event::Object(kind, record) => {
                 let version = record.resource_version.clone();
-                (kind, Some(PySliceRecord(*record)), version)
+                (kind, Some(PySliceRecord(Arc::new(*record))), version)
             }
             Event::Bookmark(version) => ("BOOKMARK".to_owned(), None, version),
             Event::Error(status) => ("ERROR".to_owned(), None, status),

@@ -88,6 +88,15 @@ fn place(
     }
 }
 
+/// Whether a slice of these devices breaks its limits: the packer would evict from it.
+pub fn breaks_limits(items: impl IntoIterator<Item = Item>, limits: Limits) -> bool {
+    let mut bin = Bin::default();
+    for item in items {
+        bin.push(0, item);
+    }
+    bin.breaks_limits(limits)
+}
+
 /// Packs `items` (desired order) given `current`: per slice index, the desired devices it holds
 /// now, in stored order. Returns device indices per slice, slice `i` at position `i`.
 pub fn pack(items: &[Item], current: &[Vec<usize>], limits: Limits) -> Vec<Vec<usize>> {

@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 use crate::canonical::{self, Header};
 use crate::decode::Record;
 use crate::pack::{self, Item};
+use std::sync::Arc;
+
+use crate::replan;
 use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
 
 /// The pools whose desired content differs from `old` to `new` (desired in only one of
@@ -46,6 +49,8 @@ pub struct Plan {
     pub creates: Vec<Vec<u8>>,
     /// Slices not created because a slice being deleted still holds their name.
     pub waiting: Vec<String>,
+    /// Slices this plan worked out the change of; the others' was carried over (replan.rs).
+    pub compared: usize,
 }
 
 /// Slice names are cut to 63 characters (a DNS label's length, so they also fit in label
@@ -83,8 +88,15 @@ fn slice_name(index: usize, driver: &str, owner: Option<&Owner>, pool: &str) -> 
     name
 }
 
-/// The desired slice index `name` is the name of, if any.
-fn index_of(name: &str, driver: &str, owner: Option<&Owner>, pool: &str) -> Option<usize> {
+/// The desired slice index `name` is the name of, if any; `known` holds the names of the
+/// first indexes (from the last plan), so that most names are compared, not made again.
+fn index_of(
+    name: &str,
+    known: &[String],
+    driver: &str,
+    owner: Option<&Owner>,
+    pool: &str,
+) -> Option<usize> {
     let hex_len = name
         .bytes()
         .take_while(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
@@ -93,14 +105,18 @@ fn index_of(name: &str, driver: &str, owner: Option<&Owner>, pool: &str) -> Opti
         return None;
     }
     let index = usize::from_str_radix(&name[..hex_len], 16).ok()?;
-    (name == slice_name(index, driver, owner, pool)).then_some(index)
+    let expected = match known.get(index) {
+        Some(known) => known.as_str(),
+        None => &slice_name(index, driver, owner, pool),
+    };
+    (name == expected).then_some(index)
 }
 
-/// One desired slice, borrowing from the desired state: its devices are positions in
-/// `list` (indices, not entries: a plan is made again for each window of bodies).
+/// One desired slice, borrowing from the desired state and the layout: its devices are
+/// positions in `list` (indices, not entries: a plan is made again for each window of bodies).
 struct SliceRef<'d> {
     list: &'d DeviceList,
-    indices: Vec<usize>,
+    indices: &'d [usize],
     shared_counters: Option<&'d Value>,
     per_device_node_selection: bool,
     partition_type_attribute: Option<&'d str>,
@@ -113,24 +129,53 @@ impl<'d> SliceRef<'d> {
     }
 }
 
-fn desired_slices<'d>(
-    pool: &'d DesiredPool,
+fn slice_refs<'d>(pool: &'d DesiredPool, layout: &'d [Vec<usize>]) -> Vec<SliceRef<'d>> {
+    match &pool.devices {
+        PoolDevices::Slices(slices) => slices
+            .iter()
+            .zip(layout)
+            .map(|(s, indices)| SliceRef {
+                list: &s.devices,
+                indices,
+                shared_counters: s.shared_counters.as_ref(),
+                per_device_node_selection: s.per_device_node_selection,
+                partition_type_attribute: s.partition_type_attribute.as_deref(),
+                skip_node_operations: s.skip_node_operations.as_deref(),
+            })
+            .collect(),
+        PoolDevices::Flat(devices) => layout
+            .iter()
+            .map(|indices| SliceRef {
+                list: devices,
+                indices,
+                shared_counters: None,
+                per_device_node_selection: false,
+                partition_type_attribute: None,
+                skip_node_operations: None,
+            })
+            .collect(),
+    }
+}
+
+/// The packing limits of a flat pool.
+fn limits(pool: &DesiredPool, max_bytes: usize) -> pack::Limits {
+    pack::Limits {
+        max_bytes,
+        max_devices: pool.max_devices_per_slice,
+    }
+}
+
+/// Which devices go in which slice: each explicit slice whole, or a flat pool packed (§4).
+/// The flag: the packer kept every device where its record holds it and placed none.
+fn layout(
+    pool: &DesiredPool,
     current: &BTreeMap<usize, &Record>,
     max_bytes: usize,
-) -> Vec<SliceRef<'d>> {
+) -> (Vec<Vec<usize>>, bool) {
     let devices = match &pool.devices {
         PoolDevices::Slices(slices) => {
-            return slices
-                .iter()
-                .map(|s| SliceRef {
-                    list: &s.devices,
-                    indices: (0..s.devices.len()).collect(),
-                    shared_counters: s.shared_counters.as_ref(),
-                    per_device_node_selection: s.per_device_node_selection,
-                    partition_type_attribute: s.partition_type_attribute.as_deref(),
-                    skip_node_operations: s.skip_node_operations.as_deref(),
-                })
-                .collect();
+            let whole = slices.iter().map(|s| (0..s.devices.len()).collect());
+            return (whole.collect(), false);
         }
         PoolDevices::Flat(devices) => devices,
     };
@@ -159,21 +204,20 @@ fn desired_slices<'d>(
             advanced: d.advanced,
         })
         .collect();
-    let limits = pack::Limits {
-        max_bytes,
-        max_devices: pool.max_devices_per_slice,
-    };
-    pack::pack(&items, &held, limits)
-        .into_iter()
-        .map(|indices| SliceRef {
-            list: devices,
-            indices,
-            shared_counters: None,
-            per_device_node_selection: false,
-            partition_type_attribute: None,
-            skip_node_operations: None,
-        })
-        .collect()
+    let packed = pack::pack(&items, &held, limits(pool, max_bytes));
+    let kept = packed == held;
+    (packed, kept)
+}
+
+/// The slice of each device position of a layout.
+fn slice_of(layout: &[Vec<usize>], devices: usize) -> Vec<u32> {
+    let mut slice_of = vec![0; devices];
+    for (i, slice) in layout.iter().enumerate() {
+        for &p in slice {
+            slice_of[p] = i as u32;
+        }
+    }
+    slice_of
 }
 
 /// `{"k":v,...}` from members whose values are already JSON text, in canonical key order.
@@ -200,19 +244,28 @@ struct StoredTimes<'r> {
 
 impl<'r> StoredTimes<'r> {
     /// `device` with each taint lacking `timeAdded` given the stored one of the same
-    /// key, value and effect, so the server's time is kept.
-    fn fill(&mut self, device: &DeviceEntry<'_>) -> String {
+    /// key, value and effect, so the server's time is kept. The device as `written_over`
+    /// (the record the slice replaces, when of the current generation) holds it comes first:
+    /// where it stays, no other record is read (O(slice), not O(pool)).
+    fn fill(&mut self, device: &DeviceEntry<'_>, written_over: Option<&'r Record>) -> String {
         if !device.untimed_taints {
             return device.json.to_owned();
         }
-        let records = self.records;
-        let by_device = self.by_device.get_or_insert_with(|| {
-            records
-                .iter()
-                .flat_map(|r| r.device_names.iter().zip(r.devices.iter()))
-                .collect()
+        let own = written_over.and_then(|r| {
+            let at = r.device_names.iter().position(|n| n == device.name)?;
+            Some(r.devices.get(at))
         });
-        let Some(stored) = by_device.get(device.name) else {
+        let records = self.records;
+        let stored = own.or_else(|| {
+            let by_device = self.by_device.get_or_insert_with(|| {
+                records
+                    .iter()
+                    .flat_map(|r| r.device_names.iter().zip(r.devices.iter()))
+                    .collect()
+            });
+            by_device.get(device.name).copied()
+        });
+        let Some(stored) = stored else {
             return device.json.to_owned();
         };
         let stored: Value = serde_json::from_str(stored).expect("canonical JSON");
@@ -263,8 +316,8 @@ fn owner_references(ours: Option<&Value>, record: Option<&Record>) -> Option<Val
 }
 
 /// How a desired slice differs from its stored record of the current generation.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Change {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
     None,
     /// Only the device list: the header (node selection, counters, count, ...) is as stored.
     Devices,
@@ -336,11 +389,14 @@ pub struct Window {
 pub fn plan_pool(
     desired: Option<&Desired>,
     pool: &str,
-    existing: &[&Record],
+    existing: &[Arc<Record>],
     owner: Option<&Owner>,
     node_name: Option<&str>,
     window: Window,
 ) -> Plan {
+    let records = existing;
+    let existing: Vec<&Record> = records.iter().map(|r| &**r).collect();
+    let existing = &existing[..];
     let delete = |r: &Record| (r.name.clone(), r.uid.clone(), r.resource_version.clone());
     // A slice being deleted is going away: never deleted again nor updated, and its name is
     // taken until it is gone. Its generation still counts: consumers see it until then.
@@ -354,18 +410,43 @@ pub fn plan_pool(
         };
     };
     let driver = desired.driver.as_str();
+    let key = replan::key(desired, pool, owner, node_name);
+    let basis = match &wanted.devices {
+        PoolDevices::Flat(_) => replan::basis(wanted, &key),
+        PoolDevices::Slices(_) => None,
+    };
+    let known_names = basis.as_ref().map_or(&[][..], |(memo, _)| &memo.names[..]);
     let max_gen = existing.iter().map(|r| r.generation).max().unwrap_or(0);
     let mut dropped: Vec<&Record> = Vec::new();
     let mut current: BTreeMap<usize, &Record> = BTreeMap::new();
-    for record in live {
-        match index_of(&record.name, driver, owner, pool) {
+    // The records by slot once more, as shared: the memo keeps them (replan.rs).
+    let mut slot_records: BTreeMap<usize, &Arc<Record>> = BTreeMap::new();
+    for record in records.iter().filter(|r| !r.deleting) {
+        match index_of(&record.name, known_names, driver, owner, pool) {
             Some(index) => {
                 current.insert(index, record);
+                slot_records.insert(index, record);
             }
             None => dropped.push(record),
         }
     }
-    let slices = desired_slices(wanted, &current, desired.max_slice_bytes);
+    let limits = limits(wanted, desired.max_slice_bytes);
+    let reused = match (&wanted.devices, &basis) {
+        (PoolDevices::Flat(devices), Some((memo, changed))) => {
+            replan::reuse(memo, changed, devices, &slot_records, max_gen, limits)
+        }
+        _ => None,
+    };
+    let (layout, slice_of, mut known) = match reused {
+        Some(r) => (r.layout, Some(r.slice_of), r.known),
+        None => {
+            let (layout, held_as_is) = self::layout(wanted, &current, desired.max_slice_bytes);
+            let slice_of = held_as_is.then(|| Arc::new(slice_of(&layout, wanted.device_count())));
+            let unknown = vec![None; layout.len()];
+            (Arc::new(layout), slice_of, unknown)
+        }
+    };
+    let slices = slice_refs(wanted, &layout);
     let count = slices.len();
     dropped.extend(current.range(count..).map(|(_, &r)| r));
     let mut deletes: Vec<_> = dropped.iter().map(|r| delete(r)).collect();
@@ -404,31 +485,56 @@ pub fn plan_pool(
         skip_node_operations: s.skip_node_operations.map(Value::from),
         owner_references: owner_references(owner_ref.as_ref(), record),
     };
-
-    let changes: Vec<Change> = slices
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match current.get(&i) {
-            Some(r) if r.generation == max_gen => {
-                let same_devices = r.devices.len() == s.indices.len()
-                    && s.devices()
-                        .zip(r.devices.iter())
-                        .all(|(d, stored)| canonical::device_eq(d.json, stored));
-                let same_header = || {
-                    canonical::header_eq(
-                        &canonical::to_json(&header(s, r.generation, Some(r)).to_value()),
-                        &r.header,
-                    )
-                };
-                match (same_devices, same_header()) {
-                    (true, true) => Change::None,
-                    (false, true) => Change::Devices,
-                    (_, false) => Change::Slice,
-                }
+    let change_of = |i: usize, s: &SliceRef<'_>| match current.get(&i) {
+        Some(r) if r.generation == max_gen => {
+            let same_devices = r.devices.len() == s.indices.len()
+                && s.devices()
+                    .zip(r.devices.iter())
+                    .all(|(d, stored)| canonical::device_eq(d.json, stored));
+            let same_header = || {
+                canonical::header_eq(
+                    &canonical::to_json(&header(s, r.generation, Some(r)).to_value()),
+                    &r.header,
+                )
+            };
+            match (same_devices, same_header()) {
+                (true, true) => Change::None,
+                (false, true) => Change::Devices,
+                (_, false) => Change::Slice,
             }
-            _ => Change::Slice,
-        })
-        .collect();
+        }
+        _ => Change::Slice,
+    };
+    let mut compared = 0;
+    for (i, s) in slices.iter().enumerate() {
+        if known[i].is_none() {
+            known[i] = Some(change_of(i, s));
+            compared += 1;
+        }
+    }
+    let changes: Vec<Change> = known.into_iter().flatten().collect();
+    let names: Arc<Vec<String>> = match basis.filter(|(memo, _)| memo.names.len() == count) {
+        Some((memo, _)) => Arc::clone(&memo.names),
+        None => Arc::new(
+            (0..count)
+                .map(|i| slice_name(i, driver, owner, pool))
+                .collect(),
+        ),
+    };
+    if let Some(slice_of) = slice_of {
+        let memo = replan::Memo {
+            key,
+            names: Arc::clone(&names),
+            max_gen,
+            records: (0..count)
+                .map(|i| slot_records.get(&i).map(|&r| Arc::clone(r)))
+                .collect(),
+            layout: Arc::clone(&layout),
+            slice_of,
+            changes: changes.clone(),
+        };
+        replan::remember(wanted, memo);
+    }
     let changed: Vec<bool> = changes.iter().map(|&c| c != Change::None).collect();
     // A slot without a slice of the current generation (none, or an obsolete one to be
     // overwritten) changes what consumers see of the pool, as a create would.
@@ -465,7 +571,7 @@ pub fn plan_pool(
     let mut to_write = Vec::new();
     let mut waiting = Vec::new();
     for i in (0..count).filter(|&i| write_all || changed[i]) {
-        let name = slice_name(i, driver, owner, pool);
+        let name = names[i].clone();
         // A create whose name a slice being deleted holds waits until it is gone.
         if !current.contains_key(&i) && going.contains(name.as_str()) {
             waiting.push(name);
@@ -475,10 +581,7 @@ pub fn plan_pool(
     }
     // Updates before creates (docs/core.md §5), each in index order.
     to_write.sort_by_key(|i| !current.contains_key(i));
-    let writes: Vec<String> = to_write
-        .iter()
-        .map(|&i| slice_name(i, driver, owner, pool))
-        .collect();
+    let writes: Vec<String> = to_write.iter().map(|&i| names[i].clone()).collect();
     let mut updates = Vec::new();
     let mut creates = Vec::new();
     let mut rendered = 0;
@@ -523,7 +626,8 @@ pub fn plan_pool(
             .map(|(k, v)| (k.as_str(), canonical::to_json(v)))
             .collect();
         if !s.indices.is_empty() {
-            let devices: Vec<String> = s.devices().map(|d| times.fill(&d)).collect();
+            let written_over = record.filter(|r| r.generation == max_gen);
+            let devices: Vec<String> = s.devices().map(|d| times.fill(&d, written_over)).collect();
             spec_members.push(("devices", format!("[{}]", devices.join(","))));
         }
         let body = write_object(vec![
@@ -550,5 +654,6 @@ pub fn plan_pool(
         updates,
         creates,
         waiting,
+        compared,
     }
 }

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::canonical::{self, Tree, View};
+pub use crate::devices::{DeviceEntry, DeviceList};
 use crate::quantity;
-use crate::strlist::StrList;
+use crate::replan::PlanCache;
 
 /// A list that the glue converts one item at a time: a flat pool's devices. Why: the input
 /// tree of 100,000 devices at once takes several times the memory of the desired state.
@@ -39,72 +40,6 @@ pub enum Input<'a> {
     Other(String),
 }
 
-/// One device of the desired state, canonical: a view into its `DeviceList`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DeviceEntry<'a> {
-    pub name: &'a str,
-    pub json: &'a str,
-    /// Taints, consumesCounters or a list attribute: the slice limit drops to 64.
-    pub advanced: bool,
-    /// Has a taint without `timeAdded` (the stored time is carried over).
-    pub untimed_taints: bool,
-}
-
-/// The devices of one list (a flat pool or an explicit slice), in order, their strings
-/// packed in two buffers (see `StrList`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DeviceList {
-    names: StrList,
-    jsons: StrList,
-    /// `(advanced, untimed_taints)` of each device.
-    flags: Vec<(bool, bool)>,
-}
-
-impl DeviceList {
-    pub(crate) fn push(&mut self, device: DeviceEntry<'_>) {
-        self.names.push(device.name);
-        self.jsons.push(device.json);
-        self.flags.push((device.advanced, device.untimed_taints));
-    }
-
-    /// Room for the devices of `lists` together: pushing them then never reallocates.
-    pub(crate) fn reserve_for(&mut self, lists: &[&DeviceList]) {
-        let sum = |f: fn(&DeviceList) -> usize| lists.iter().map(|l| f(l)).sum::<usize>();
-        let count = sum(DeviceList::len);
-        self.names.reserve(sum(|l| l.names.text_len()), count);
-        self.jsons.reserve(sum(|l| l.jsons.text_len()), count);
-        self.flags.reserve(count);
-    }
-
-    fn shrink_to_fit(&mut self) {
-        self.names.shrink_to_fit();
-        self.jsons.shrink_to_fit();
-        self.flags.shrink_to_fit();
-    }
-
-    pub fn len(&self) -> usize {
-        self.flags.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.flags.is_empty()
-    }
-
-    pub fn get(&self, index: usize) -> DeviceEntry<'_> {
-        let (advanced, untimed_taints) = self.flags[index];
-        DeviceEntry {
-            name: self.names.get(index),
-            json: self.jsons.get(index),
-            advanced,
-            untimed_taints,
-        }
-    }
-
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = DeviceEntry<'_>> {
-        (0..self.len()).map(|i| self.get(i))
-    }
-}
-
 /// An explicit slice.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SliceSpec {
@@ -129,6 +64,8 @@ pub struct DesiredPool {
     pub generation: i64,
     /// At most this many devices in each packed slice (a flat pool's `maxDevicesPerSlice`).
     pub max_devices_per_slice: usize,
+    /// The last plan of this pool, kept for the next (not part of what is desired).
+    pub cache: PlanCache,
 }
 
 impl DesiredPool {
@@ -1758,6 +1695,7 @@ fn check_pool<'i>(
         all_nodes: selection.all_nodes,
         generation,
         max_devices_per_slice,
+        cache: PlanCache::default(),
     })
 }
 

@@ -34,6 +34,7 @@ class Plan:
     """The writes that make one pool's slices equal to the desired state."""
 
     __slots__ = (
+        "compared",
         "creates",
         "deletes",
         "device_count",
@@ -56,6 +57,7 @@ class Plan:
         updates: list[tuple[str, bytes]] | None = None,
         creates: list[bytes] | None = None,
         waiting: list[str] | None = None,
+        compared: int = 0,
     ) -> None:
         self.generation = generation
         self.slice_count = slice_count
@@ -66,6 +68,9 @@ class Plan:
         self.updates = updates or []
         self.creates = creates or []
         self.waiting = waiting or []
+        #: Slices compared with their records: all of them here, where every plan is made
+        #: from scratch (the Rust core carries comparisons over, docs/core.md §5).
+        self.compared = compared
 
 
 def slice_name(index: int, driver: str, owner: OwnerRef | None, pool: str) -> str:
@@ -138,16 +143,21 @@ class _StoredTimes:
         self._records = records
         self._by_device: dict[str, str] | None = None
 
-    def fill(self, device: DeviceEntry) -> str:
+    def fill(self, device: DeviceEntry, written_over: SliceRecord | None) -> str:
         """``device`` with each taint lacking ``timeAdded`` given the stored one of the same
-        key, value and effect, so the server's time is kept."""
+        key, value and effect, so the server's time is kept. The device as ``written_over``
+        (the record the slice replaces, when of the current generation) holds it comes first."""
         if not device.untimed_taints:
             return device.json
-        if self._by_device is None:
-            self._by_device = {
-                n: d for r in self._records for n, d in zip(r.device_names, r.device_jsons)
-            }
-        stored_json = self._by_device.get(device.name)
+        stored_json = None
+        if written_over is not None and device.name in written_over.device_names:
+            stored_json = written_over.device_jsons[written_over.device_names.index(device.name)]
+        else:
+            if self._by_device is None:
+                self._by_device = {
+                    n: d for r in self._records for n, d in zip(r.device_names, r.device_jsons)
+                }
+            stored_json = self._by_device.get(device.name)
         if stored_json is None:
             return device.json
         stored_taints = json.loads(stored_json).get("taints")
@@ -379,7 +389,9 @@ def plan_pool(
             metadata["resourceVersion"] = stored.resource_version
         spec_members = [(k, canonical.to_json(v)) for k, v in spec.items()]
         if s.devices:
-            spec_members.append(("devices", "[" + ",".join(times.fill(d) for d in s.devices) + "]"))
+            written_over = stored if stored is not None and stored.generation == max_gen else None
+            devices = ",".join(times.fill(d, written_over) for d in s.devices)
+            spec_members.append(("devices", "[" + devices + "]"))
         body = _write_object(
             [
                 ("apiVersion", canonical.quote("resource.k8s.io/v1")),
@@ -404,4 +416,5 @@ def plan_pool(
         updates,
         creates,
         waiting,
+        count,
     )

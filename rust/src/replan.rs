@@ -1,0 +1,217 @@
+//! Plans carried over from one sync of a flat pool to the next (docs/core.md §5,
+//! "Planning in O(changed)").
+//!
+//! A plan reads the whole pool: the packer places every device, and every slice is compared
+//! with its record. After a device-level edit that replaced devices where they are, and with
+//! records that changed only where their resourceVersion says so, the last plan's answers
+//! still hold for every slice that holds no replaced device and whose record did not change.
+//! Then only those slices are read again: O(changed), not O(pool). The plan is the one made
+//! from scratch (tests/core compares them, and the pure-Python core, which always plans from
+//! scratch); whatever this cannot vouch for is planned from scratch.
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::decode::Record;
+use crate::pack::{self, Item, Limits};
+use crate::plan::{Change, Owner};
+use crate::validate::{Desired, DesiredPool, DeviceList};
+
+/// Replaced positions collected along a chain of edits before a plan is made from scratch:
+/// past this, reading the changed slices costs about what planning the pool does.
+const MAX_CARRIED: usize = 4096;
+
+/// What a pool remembers of its last plan, or of the pool it was edited from.
+#[derive(Default)]
+pub struct PlanCache(Mutex<CacheState>);
+
+#[derive(Default)]
+struct CacheState {
+    memo: Option<Arc<Memo>>,
+    /// The pool this one was edited from, and the positions the edit replaced.
+    edited_from: Option<(Arc<DesiredPool>, Vec<usize>)>,
+}
+
+impl PlanCache {
+    /// The cache of a pool made from `parent` by replacing the devices at `replaced`.
+    pub fn after_edit(parent: &Arc<DesiredPool>, replaced: Vec<usize>) -> PlanCache {
+        PlanCache(Mutex::new(CacheState {
+            memo: None,
+            edited_from: Some((Arc::clone(parent), replaced)),
+        }))
+    }
+
+    fn state(&self) -> MutexGuard<'_, CacheState> {
+        // A panic while holding it leaves nothing half-written: the state is replaced whole.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn snapshot(&self) -> (Option<Arc<Memo>>, Option<(Arc<DesiredPool>, Vec<usize>)>) {
+        let state = self.state();
+        (state.memo.clone(), state.edited_from.clone())
+    }
+}
+
+/// A copy of a pool is a new pool: it has planned nothing.
+impl Clone for PlanCache {
+    fn clone(&self) -> Self {
+        PlanCache::default()
+    }
+}
+
+/// Not part of what is desired: two pools of the same content are equal whatever they cached.
+impl PartialEq for PlanCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for PlanCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PlanCache")
+    }
+}
+
+/// What a plan of a flat pool found, when the packer kept every device where its record
+/// holds it: the layout is then the records' own, slice by slice.
+pub struct Memo {
+    /// The other inputs of the plan (driver, owner, node name, slice size, pool name).
+    pub key: String,
+    /// The desired slice names by index.
+    pub names: Arc<Vec<String>>,
+    pub max_gen: i64,
+    /// The record each slice was compared with, if it had one. Kept, so that the same object
+    /// tells the same content: a resourceVersion would too, but only from the apiserver.
+    pub records: Vec<Option<Arc<Record>>>,
+    /// Device positions per slice.
+    pub layout: Arc<Vec<Vec<usize>>>,
+    /// The slice of each device position.
+    pub slice_of: Arc<Vec<u32>>,
+    pub changes: Vec<Change>,
+}
+
+/// The inputs of a plan besides the pool's devices and the records.
+pub fn key(
+    desired: &Desired,
+    pool: &str,
+    owner: Option<&Owner>,
+    node_name: Option<&str>,
+) -> String {
+    let owner = owner.map_or(String::new(), |o| {
+        format!("{}\0{}\0{}\0{}", o.api_version, o.kind, o.name, o.uid)
+    });
+    format!(
+        "{}\0{}\0{}\0{:?}\0{}",
+        desired.driver, pool, owner, node_name, desired.max_slice_bytes
+    )
+}
+
+/// The last plan made of `pool` or of a pool it was edited from, for the same `key`, with
+/// the positions replaced since.
+pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
+    let mut replaced = Vec::new();
+    let (mut memo, mut edited_from) = pool.cache.snapshot();
+    loop {
+        if let Some(memo) = memo {
+            return (memo.key == key).then_some((memo, replaced));
+        }
+        let (parent, positions) = edited_from?;
+        replaced.extend_from_slice(&positions);
+        if replaced.len() > MAX_CARRIED {
+            return None;
+        }
+        (memo, edited_from) = parent.cache.snapshot();
+    }
+}
+
+/// Keeps `memo` as `pool`'s last plan; the pools it was edited from are no longer needed.
+pub fn remember(pool: &DesiredPool, memo: Memo) {
+    let mut state = pool.cache.state();
+    state.memo = Some(Arc::new(memo));
+    state.edited_from = None;
+}
+
+/// The layout, and each slice's change where the memo still knows it.
+pub struct Reused {
+    pub layout: Arc<Vec<Vec<usize>>>,
+    pub slice_of: Arc<Vec<u32>>,
+    pub known: Vec<Option<Change>>,
+}
+
+/// The memo's layout for `devices` (the memo's pool with the devices at `replaced` replaced)
+/// against `current` (the records by slice index), when the packer would keep it: each
+/// slice's record is the very one compared before, or holds exactly the slice's devices; no slice
+/// with a replaced device breaks its limits; and the pool is not so much larger than a
+/// fresh packing that the packer would repack it (§4).
+pub fn reuse(
+    memo: &Memo,
+    replaced: &[usize],
+    devices: &DeviceList,
+    current: &BTreeMap<usize, &Arc<Record>>,
+    max_gen: i64,
+    limits: Limits,
+) -> Option<Reused> {
+    let layout = &memo.layout;
+    let count = layout.len();
+    let recorded = memo.records.iter().flatten().count();
+    if max_gen != memo.max_gen
+        || current.len() != recorded
+        || current
+            .keys()
+            .any(|&i| memo.records.get(i).is_none_or(Option::is_none))
+    {
+        return None;
+    }
+    let mut dirty = vec![false; count];
+    for (&i, record) in current {
+        if memo.records[i]
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, record))
+        {
+            continue;
+        }
+        let slice = &layout[i];
+        let holds_slice = record.device_names.len() == slice.len()
+            && slice
+                .iter()
+                .zip(record.device_names.iter())
+                .all(|(&p, name)| devices.get(p).name == name);
+        if !holds_slice {
+            return None;
+        }
+        dirty[i] = true;
+    }
+    if memo.slice_of.len() != devices.len() {
+        return None;
+    }
+    // Positions are stable under in-place edits: each replaced device is in its slice.
+    for &p in replaced {
+        let i = memo.slice_of[p] as usize;
+        if !dirty[i] && pack::breaks_limits(layout[i].iter().map(|&p| item(devices, p)), limits) {
+            return None;
+        }
+        dirty[i] = true;
+    }
+    // The packer repacks from scratch a pool more than a tenth (at least one slice) over a
+    // fresh packing; a fresh packing has at least this many slices.
+    let fewest = devices.len().div_ceil(limits.max_devices);
+    if count > fewest + (fewest / 10).max(1) {
+        return None;
+    }
+    Some(Reused {
+        layout: Arc::clone(layout),
+        slice_of: Arc::clone(&memo.slice_of),
+        known: (0..count)
+            .map(|i| (!dirty[i]).then_some(memo.changes[i]))
+            .collect(),
+    })
+}
+
+fn item(devices: &DeviceList, position: usize) -> Item {
+    let d = devices.get(position);
+    Item {
+        len: d.json.len(),
+        advanced: d.advanced,
+    }
+}
