@@ -18,7 +18,6 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-
 from test_core import DRIVER, MAX_SLICE_BYTES, gpu, load_core
 
 DEVICES = 100_000

@@ -17,8 +17,8 @@ use crate::pack::{self, Item, Limits};
 use crate::plan::{Change, Owner};
 use crate::validate::{Desired, DesiredPool, DeviceList};
 
-/// Replaced positions collected along a chain of edits before a plan is made from scratch:
-/// past this, reading the changed slices costs about what planning the pool does.
+/// Replaced positions (and edits) collected along a chain before a plan is made from
+/// scratch: past this, reading the changed slices costs about what planning the pool does.
 const MAX_CARRIED: usize = 4096;
 
 /// What a pool remembers of its last plan, or of the pool it was edited from.
@@ -112,7 +112,7 @@ pub fn key(
 pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
     let mut replaced = Vec::new();
     let (mut memo, mut edited_from) = pool.cache.snapshot();
-    loop {
+    for _ in 0..MAX_CARRIED {
         if let Some(memo) = memo {
             return (memo.key == key).then_some((memo, replaced));
         }
@@ -122,6 +122,20 @@ pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
             return None;
         }
         (memo, edited_from) = parent.cache.snapshot();
+    }
+    None
+}
+
+/// `pool` has the content of `earlier`: unless it has a plan or an edit to go by already,
+/// its next plan may start from `earlier`'s last, every position kept. Only a pool that has
+/// a plan is linked to: a chain never loops back, whichever way pools are compared.
+pub fn same_as(pool: &Arc<DesiredPool>, earlier: &Arc<DesiredPool>) {
+    if Arc::ptr_eq(pool, earlier) || earlier.cache.state().memo.is_none() {
+        return;
+    }
+    let mut state = pool.cache.state();
+    if state.memo.is_none() && state.edited_from.is_none() {
+        state.edited_from = Some((Arc::clone(earlier), Vec::new()));
     }
 }
 
