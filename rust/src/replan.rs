@@ -21,6 +21,10 @@ use crate::validate::{Desired, DesiredPool, DeviceList};
 /// scratch: past this, reading the changed slices costs about what planning the pool does.
 const MAX_CARRIED: usize = 4096;
 
+/// Edits chained before a plan is made from scratch. A replica that never plans (a standby
+/// waiting for the Lease) would otherwise keep every version of an edited pool alive.
+const MAX_CHAIN: usize = 256;
+
 /// What a pool remembers of its last plan, or of the pool it was edited from.
 #[derive(Default)]
 pub struct PlanCache(Mutex<CacheState>);
@@ -30,14 +34,31 @@ struct CacheState {
     memo: Option<Arc<Memo>>,
     /// The pool this one was edited from, and the positions the edit replaced.
     edited_from: Option<(Arc<DesiredPool>, Vec<usize>)>,
+    /// Along `edited_from` to the nearest plan: the pools, and the positions replaced.
+    chain: usize,
+    carried: usize,
 }
 
 impl PlanCache {
     /// The cache of a pool made from `parent` by replacing the devices at `replaced`.
     pub fn after_edit(parent: &Arc<DesiredPool>, replaced: Vec<usize>) -> PlanCache {
+        // A parent without a plan yet may have one by the time this pool is planned (a sync
+        // of it was under way): linked all the same, and `basis` looks when it is asked.
+        let (chain, carried) = {
+            let state = parent.cache.state();
+            match state.memo {
+                Some(_) => (1, replaced.len()),
+                None => (state.chain + 1, state.carried + replaced.len()),
+            }
+        };
+        if chain > MAX_CHAIN || carried > MAX_CARRIED {
+            return PlanCache::default();
+        }
         PlanCache(Mutex::new(CacheState {
             memo: None,
             edited_from: Some((Arc::clone(parent), replaced)),
+            chain,
+            carried,
         }))
     }
 
@@ -112,7 +133,7 @@ pub fn key(
 pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
     let mut replaced = Vec::new();
     let (mut memo, mut edited_from) = pool.cache.snapshot();
-    for _ in 0..MAX_CARRIED {
+    for _ in 0..=MAX_CHAIN {
         if let Some(memo) = memo {
             return (memo.key == key).then_some((memo, replaced));
         }
@@ -136,6 +157,7 @@ pub fn same_as(pool: &Arc<DesiredPool>, earlier: &Arc<DesiredPool>) {
     let mut state = pool.cache.state();
     if state.memo.is_none() && state.edited_from.is_none() {
         state.edited_from = Some((Arc::clone(earlier), Vec::new()));
+        state.chain = 1;
     }
 }
 
@@ -144,6 +166,7 @@ pub fn remember(pool: &DesiredPool, memo: Memo) {
     let mut state = pool.cache.state();
     state.memo = Some(Arc::new(memo));
     state.edited_from = None;
+    (state.chain, state.carried) = (0, 0);
 }
 
 /// The layout, and each slice's change where the memo still knows it.

@@ -134,6 +134,21 @@ def test_what_the_memo_cannot_vouch_for_is_planned_from_scratch() -> None:
     assert _outcome(plan) == _outcome(scratch)
 
 
+def test_a_chain_of_edits_never_planned_is_cut() -> None:
+    """A standby replica edits and never plans: it must not keep every version alive."""
+    desired = prepare(_core, _pool([_device(i) for i in range(300)], 16))
+    server = _Server()
+    server.apply(_plan(_core, desired, []))
+    assert _plan(_core, desired, server.records(_core)).compared == 19
+    edited = desired
+    for version in range(1, 201):
+        edited = _edit(_core, edited, [_device(1, version)], [])
+    assert _plan(_core, edited, server.records(_core)).compared == 1
+    for version in range(201, 501):
+        edited = _edit(_core, edited, [_device(1, version)], [])
+    assert _plan(_core, edited, server.records(_core)).compared == 19
+
+
 def test_an_update_that_leaves_a_pool_equal_keeps_its_plan() -> None:
     devices = [_device(i) for i in range(300)]
     before = prepare(_core, {**_pool(devices, 16), "q": pool([_device(0)])})
