@@ -15,13 +15,24 @@ use crate::replan;
 use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
 
 /// The pools whose desired content differs from `old` to `new` (desired in only one of
-/// them, or different), sorted: an update needs to sync only those again.
+/// them, or different), sorted: an update needs to sync only those again. A pool found
+/// equal is linked to the old one, so that its next plan can start from the old one's last
+/// (replan.rs): an `update()` that changed one pool leaves the others' plans in place.
 pub fn changed_pools(old: &Desired, new: &Desired) -> Vec<String> {
     let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
     let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
     names
         .into_iter()
-        .filter(|name| every || old.pools.get(*name) != new.pools.get(*name))
+        .filter(|name| {
+            let (before, after) = (old.pools.get(*name), new.pools.get(*name));
+            if every || before != after {
+                return true;
+            }
+            if let (Some(before), Some(after)) = (before, after) {
+                replan::same_as(after, before);
+            }
+            false
+        })
         .cloned()
         .collect()
 }

@@ -17,9 +17,13 @@ use crate::pack::{self, Item, Limits};
 use crate::plan::{Change, Owner};
 use crate::validate::{Desired, DesiredPool, DeviceList};
 
-/// Replaced positions collected along a chain of edits before a plan is made from scratch:
-/// past this, reading the changed slices costs about what planning the pool does.
+/// Replaced positions (and edits) collected along a chain before a plan is made from
+/// scratch: past this, reading the changed slices costs about what planning the pool does.
 const MAX_CARRIED: usize = 4096;
+
+/// Edits chained before a plan is made from scratch. A replica that never plans (a standby
+/// waiting for the Lease) would otherwise keep every version of an edited pool alive.
+const MAX_CHAIN: usize = 256;
 
 /// What a pool remembers of its last plan, or of the pool it was edited from.
 #[derive(Default)]
@@ -30,14 +34,31 @@ struct CacheState {
     memo: Option<Arc<Memo>>,
     /// The pool this one was edited from, and the positions the edit replaced.
     edited_from: Option<(Arc<DesiredPool>, Vec<usize>)>,
+    /// Along `edited_from` to the nearest plan: the pools, and the positions replaced.
+    chain: usize,
+    carried: usize,
 }
 
 impl PlanCache {
     /// The cache of a pool made from `parent` by replacing the devices at `replaced`.
     pub fn after_edit(parent: &Arc<DesiredPool>, replaced: Vec<usize>) -> PlanCache {
+        // A parent without a plan yet may have one by the time this pool is planned (a sync
+        // of it was under way): linked all the same, and `basis` looks when it is asked.
+        let (chain, carried) = {
+            let state = parent.cache.state();
+            match state.memo {
+                Some(_) => (1, replaced.len()),
+                None => (state.chain + 1, state.carried + replaced.len()),
+            }
+        };
+        if chain > MAX_CHAIN || carried > MAX_CARRIED {
+            return PlanCache::default();
+        }
         PlanCache(Mutex::new(CacheState {
             memo: None,
             edited_from: Some((Arc::clone(parent), replaced)),
+            chain,
+            carried,
         }))
     }
 
@@ -112,7 +133,7 @@ pub fn key(
 pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
     let mut replaced = Vec::new();
     let (mut memo, mut edited_from) = pool.cache.snapshot();
-    loop {
+    for _ in 0..=MAX_CHAIN {
         if let Some(memo) = memo {
             return (memo.key == key).then_some((memo, replaced));
         }
@@ -123,6 +144,21 @@ pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
         }
         (memo, edited_from) = parent.cache.snapshot();
     }
+    None
+}
+
+/// `pool` has the content of `earlier`: unless it has a plan or an edit to go by already,
+/// its next plan may start from `earlier`'s last, every position kept. Only a pool that has
+/// a plan is linked to: a chain never loops back, whichever way pools are compared.
+pub fn same_as(pool: &Arc<DesiredPool>, earlier: &Arc<DesiredPool>) {
+    if Arc::ptr_eq(pool, earlier) || earlier.cache.state().memo.is_none() {
+        return;
+    }
+    let mut state = pool.cache.state();
+    if state.memo.is_none() && state.edited_from.is_none() {
+        state.edited_from = Some((Arc::clone(earlier), Vec::new()));
+        state.chain = 1;
+    }
 }
 
 /// Keeps `memo` as `pool`'s last plan; the pools it was edited from are no longer needed.
@@ -130,6 +166,7 @@ pub fn remember(pool: &DesiredPool, memo: Memo) {
     let mut state = pool.cache.state();
     state.memo = Some(Arc::new(memo));
     state.edited_from = None;
+    (state.chain, state.carried) = (0, 0);
 }
 
 /// The layout, and each slice's change where the memo still knows it.

@@ -134,9 +134,37 @@ def test_what_the_memo_cannot_vouch_for_is_planned_from_scratch() -> None:
     assert _outcome(plan) == _outcome(scratch)
 
 
+def test_a_chain_of_edits_never_planned_is_cut() -> None:
+    """A standby replica edits and never plans: it must not keep every version alive."""
+    desired = prepare(_core, _pool([_device(i) for i in range(300)], 16))
+    server = _Server()
+    server.apply(_plan(_core, desired, []))
+    assert _plan(_core, desired, server.records(_core)).compared == 19
+    edited = desired
+    for version in range(1, 201):
+        edited = _edit(_core, edited, [_device(1, version)], [])
+    assert _plan(_core, edited, server.records(_core)).compared == 1
+    for version in range(201, 501):
+        edited = _edit(_core, edited, [_device(1, version)], [])
+    assert _plan(_core, edited, server.records(_core)).compared == 19
+
+
+def test_an_update_that_leaves_a_pool_equal_keeps_its_plan() -> None:
+    devices = [_device(i) for i in range(300)]
+    before = prepare(_core, {**_pool(devices, 16), "q": pool([_device(0)])})
+    server = _Server()
+    server.apply(_plan(_core, before, []))
+    assert _plan(_core, before, server.records(_core)).compared == 19
+    after = prepare(_core, {**_pool(devices, 16), "q": pool([_device(0, 1)])})
+    assert before.changed_pools(after) == ["q"]
+    assert after.changed_pools(before) == ["q"]  # either way round: no loop
+    plan = _plan(_core, after, server.records(_core))
+    assert (plan.writes, plan.compared) == ([], 0)
+
+
 #: One step: ("edit", upserts as (index, version, tainted)) in place; ("grow"/"shrink", n);
 #: ("sync", how many of the plan's writes the apiserver carries out, None for all);
-#: ("foreign", which slice another client edits).
+#: ("foreign", which slice another client edits); ("update", None): the same devices again.
 _edit_step = st.tuples(
     st.just("edit"),
     st.lists(st.tuples(st.integers(0, 199), st.integers(0, 3), st.booleans()), max_size=5),
@@ -152,6 +180,7 @@ _step = st.one_of(
     _sync_step,
     st.tuples(st.sampled_from(["grow", "shrink"]), st.integers(1, 3)),
     st.tuples(st.just("foreign"), st.integers(0, 50)),
+    st.tuples(st.just("update"), st.none()),
 )
 
 
@@ -190,6 +219,11 @@ def test_carried_plans_are_plans_from_scratch(
             edit([], list(model)[:arg])
         elif kind == "foreign":
             server.foreign_edit(arg)
+        elif kind == "update":  # the whole desired state again, as update() hands it over
+            for label, core in cores.items():
+                new = prepare(core, _pool(list(model.values()), per_slice))
+                assert desired[label].changed_pools(new) == []
+                desired[label] = new
         else:
             plans = {
                 label: _plan(core, desired[label], server.records(core))
