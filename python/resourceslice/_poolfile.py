@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from resourceslice._pycore.validate import BAD_POOL_NAME, MAX_POOL_NAME_LENGTH
 from resourceslice.api import DriverResources, Pool, Slice, ValidationError
 from resourceslice.types import KubernetesModel, NodeSelector
 
@@ -386,6 +387,14 @@ def parse_resources(document: Any, selection: Selection) -> tuple[DriverResource
                 errors.append(f"{path}: {NODE_PLACEHOLDER} in a pool name needs --node")
                 continue
             name = name.replace(NODE_PLACEHOLDER, selection.node)
+        if len(name) > MAX_POOL_NAME_LENGTH:
+            # Refused here, before its templates are expanded, not left to the core with the
+            # other name checks: every error the core finds in one of the pool's devices
+            # starts with the pool's name, and a 100,000-character name on 100,000 devices
+            # with bad names is 10 GB of error text. (Characters, not bytes: a name that is
+            # not UTF-8 cannot be encoded, and the core reports it.)
+            errors.append(f"{path}: {BAD_POOL_NAME}")
+            continue
         pool = _pool(value, path, selection, errors, budget)
         if pool is not None:
             pools[name] = pool
