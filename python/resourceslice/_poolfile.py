@@ -91,6 +91,10 @@ def read_document(path: Path) -> Any:
         raise ValidationError([f"line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
     except yaml.YAMLError as exc:
         raise ValidationError([_yaml_problem(exc)]) from None
+    except ValueError as exc:
+        # Valid syntax, a value Python will not make: an integer of more digits than
+        # int() reads (4,300), or a YAML date such as 2020-13-45. Neither parser says where.
+        raise ValidationError([f"a value that cannot be read: {exc}"]) from None
     except RecursionError:  # the parsers recurse per level of nesting
         raise ValidationError([f"nested more than {MAX_DEPTH} levels deep"]) from None
     if _depth_exceeds(document, MAX_DEPTH):

@@ -134,6 +134,24 @@ def test_a_pool_name_too_long_is_refused_before_its_templates_expand(tmp_path: P
     assert len(load(tmp_path, text).pools[longest].devices or []) == 300
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("pools.yaml", "pools: {p: {generation: " + "1" * 5000 + "}}", "Exceeds the limit"),
+        ("pools.json", '{"pools": {"p": {"generation": ' + "1" * 5000 + "}}}", "Exceeds the limit"),
+        ("pools.yaml", "pools: {p: {generation: 2020-13-45}}", "month must be in 1..12"),
+    ],
+)
+def test_a_value_python_will_not_make_is_refused(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    # Each raised a ValueError from the parser, which nothing caught: publish crashed.
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, text, name)
+    [error] = info.value.errors
+    assert error.startswith("a value that cannot be read: ") and problem in error
+
+
 def bomb(levels: int) -> str:
     """The billion laughs: each level nine aliases of the one before."""
     lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
