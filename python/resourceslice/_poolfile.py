@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from resourceslice._pycore.validate import BAD_POOL_NAME, MAX_POOL_NAME_LENGTH
 from resourceslice.api import DriverResources, Pool, Slice, ValidationError
 from resourceslice.types import KubernetesModel, NodeSelector
 
@@ -90,6 +91,10 @@ def read_document(path: Path) -> Any:
         raise ValidationError([f"line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
     except yaml.YAMLError as exc:
         raise ValidationError([_yaml_problem(exc)]) from None
+    except ValueError as exc:
+        # Valid syntax, a value Python will not make: an integer of more digits than
+        # int() reads (4,300), or a YAML date such as 2020-13-45. Neither parser says where.
+        raise ValidationError([f"a value that cannot be read: {exc}"]) from None
     except RecursionError:  # the parsers recurse per level of nesting
         raise ValidationError([f"nested more than {MAX_DEPTH} levels deep"]) from None
     if _depth_exceeds(document, MAX_DEPTH):
@@ -386,6 +391,14 @@ def parse_resources(document: Any, selection: Selection) -> tuple[DriverResource
                 errors.append(f"{path}: {NODE_PLACEHOLDER} in a pool name needs --node")
                 continue
             name = name.replace(NODE_PLACEHOLDER, selection.node)
+        if len(name) > MAX_POOL_NAME_LENGTH:
+            # Refused here, before its templates are expanded, not left to the core with the
+            # other name checks: every error the core finds in one of the pool's devices
+            # starts with the pool's name, and a 100,000-character name on 100,000 devices
+            # with bad names is 10 GB of error text. (Characters, not bytes: a name that is
+            # not UTF-8 cannot be encoded, and the core reports it.)
+            errors.append(f"{path}: {BAD_POOL_NAME}")
+            continue
         pool = _pool(value, path, selection, errors, budget)
         if pool is not None:
             pools[name] = pool

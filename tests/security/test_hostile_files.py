@@ -11,6 +11,9 @@ import yaml
 
 import resourceslice as rs
 from resourceslice import _poolfile
+from resourceslice._pycore.validate import BAD_POOL_NAME, MAX_POOL_NAME_LENGTH
+from resourceslice.cli.common import UserError
+from resourceslice.cli.common import load as cli_load
 
 
 def load(tmp_path: Path, text: str, name: str = "pools.yaml") -> rs.DriverResources:
@@ -106,6 +109,47 @@ def test_an_expansion_past_the_limit_is_refused_before_it_is_made(tmp_path: Path
     with pytest.raises(rs.ValidationError) as info:
         load(tmp_path, two)
     assert [e.split(":")[0] for e in info.value.errors] == ['pools["q"].devices[0]']
+
+
+def test_a_pool_name_too_long_is_refused_before_its_templates_expand(tmp_path: Path) -> None:
+    # Found by the generated files: each error about one of a pool's devices starts with the
+    # pool's name, so a 100,000-character name on 100,000 badly named devices made 10 GB of
+    # error text in the command's load (one in about 30 runs of the generated files).
+    long_name = "k" * 100_000
+    entry = {"foreach": {"i": 300}, "device": {"name": "Bad_{i}"}}
+    text = yaml.safe_dump({"pools": {long_name: {"devices": [entry]}, "p": {"devices": []}}})
+    problem = f'pools["{long_name}"]: {BAD_POOL_NAME}'
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, text)
+    assert info.value.errors == [problem]
+    # The command's load (`publish`, its reload, `plan`, `diff`) reports that one problem,
+    # not one per device.
+    path = tmp_path / "pools.yaml"
+    with pytest.raises(UserError) as command:
+        cli_load(path, "fuzz.example.com", _poolfile.Selection(node="n1"))
+    assert str(command.value) == f"{path}: invalid:\n  {problem}"
+    # The longest name allowed gets as far as the core, which checks the rest of it.
+    longest = "k" * MAX_POOL_NAME_LENGTH
+    text = yaml.safe_dump({"pools": {longest: {"devices": [entry]}}})
+    assert len(load(tmp_path, text).pools[longest].devices or []) == 300
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("pools.yaml", "pools: {p: {generation: " + "1" * 5000 + "}}", "Exceeds the limit"),
+        ("pools.json", '{"pools": {"p": {"generation": ' + "1" * 5000 + "}}}", "Exceeds the limit"),
+        ("pools.yaml", "pools: {p: {generation: 2020-13-45}}", "month must be in 1..12"),
+    ],
+)
+def test_a_value_python_will_not_make_is_refused(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    # Each raised a ValueError from the parser, which nothing caught: publish crashed.
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, text, name)
+    [error] = info.value.errors
+    assert error.startswith("a value that cannot be read: ") and problem in error
 
 
 def bomb(levels: int) -> str:
