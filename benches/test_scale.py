@@ -52,13 +52,6 @@ def rss(trim: bool) -> int:
     return _status_kib("VmRSS") * 1024
 
 
-def process_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise LookupError(field)
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -231,7 +224,7 @@ def test_million_devices_in_100_pools(benchmark: Any, monkeypatch: pytest.Monkey
             figure["publish_cpu_s"] = round(cpu_seconds(os.getpid()) - cpu[0], 1)
             figure["publish_server_cpu_s"] = round(cpu_seconds(server_pid) - cpu[1], 1)
             figure["writes"] = counter.writes()
-            figure["server_peak_rss_publish"] = process_kib(server_pid, "VmHWM") * 1024
+            figure["server_peak_rss_publish"] = _status_kib("VmHWM", server_pid) * 1024
             figure["peak_rss_increase"] = peak.increase
             started.append(ctrl)
 
@@ -247,8 +240,8 @@ def test_million_devices_in_100_pools(benchmark: Any, monkeypatch: pytest.Monkey
         figure["rss_at_rest_trimmed_over_json"] = round(
             figure["rss_at_rest_trimmed"] / json_bytes, 2
         )
-        figure["server_rss"] = process_kib(server_pid, "VmRSS") * 1024
-        figure["server_peak_rss"] = process_kib(server_pid, "VmHWM") * 1024
+        figure["server_rss"] = _status_kib("VmRSS", server_pid) * 1024
+        figure["server_peak_rss"] = _status_kib("VmHWM", server_pid) * 1024
         figure["etcd_db_bytes"] = etcd_db_size(cluster)
 
         # Each step changes a pool no earlier step synced: none waits for update_interval.
@@ -297,7 +290,7 @@ def test_million_devices_in_100_pools(benchmark: Any, monkeypatch: pytest.Monkey
             json.dumps(pool.devices)
         figure["json_dumps_s"] = round(time.monotonic() - began, 3)
         figure["json_dumps_cpu_s"] = round(time.thread_time() - cpu, 3)
-        figure["server_peak_rss_end"] = process_kib(server_pid, "VmHWM") * 1024
+        figure["server_peak_rss_end"] = _status_kib("VmHWM", server_pid) * 1024
 
         records = stored_records(client, driver)
         ctrl.stop()
