@@ -43,8 +43,9 @@ def device(i: int, index: int | None = None) -> dict[str, Any]:
     }
 
 
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def _status_kib(field: str, pid: int | str = "self") -> int:
+    """A ``/proc/<pid>/status`` memory figure (``VmRSS``, ``VmHWM``) in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise LookupError(field)
