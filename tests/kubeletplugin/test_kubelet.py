@@ -342,6 +342,20 @@ def lock_waiters(path: Path) -> int:
     return sum(1 for line in lines if "->" in line and "OFDLCK" in line and inode in line)
 
 
+def unix_sockets(directory: str) -> list[tuple[str, str]]:
+    """``(state, bound path)`` of the Unix sockets bound in ``directory`` (/proc/net/unix:
+    01 listening, 03 connected). The bound path is the name the socket was bound to: the
+    helper binds a private name and renames it into place (kubeletplugin/sockets.py)."""
+    found = []
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        # gRPC binds "unix:///path" as "///path".
+        path = os.path.normpath(fields[7]) if len(fields) >= 8 else ""
+        if os.path.dirname(path) == directory:
+            found.append((fields[5], path))
+    return found
+
+
 def test_rolling_update(node: Node, kubelet: KubeletHarness) -> None:
     """Old and new pod of a DaemonSet run side by side: each registers on its own sockets,
     kubelet calls the newer, and a prepare in one waits for a prepare in the other."""
@@ -357,8 +371,14 @@ def test_rolling_update(node: Node, kubelet: KubeletHarness) -> None:
         first = pool.submit(kubelet.prepare, node.driver, claims[:1])
         assert old_plugin.entered.wait(60)  # the old pod is preparing, holding the lock
 
+        plugin_dir = os.path.dirname(old.plugin_socket_path)
+        listening_before = {path for state, path in unix_sockets(plugin_dir) if state == "01"}
         new = node.start(new_plugin, rolling_update_uid="7b0d4e1f-new")
         kubelet.wait_registered(node.driver, new.plugin_socket_path)
+        [new_socket] = {p for s, p in unix_sockets(plugin_dir) if s == "01"} - listening_before
+        # kubelet calls the newest plugin it is connected to (DRAPluginManager.get): until
+        # its connection to the new one is up, a call would still go to the old one.
+        wait_until(lambda: ("03", new_socket) in unix_sockets(plugin_dir), timeout=60)
         assert {new.registrar_socket_path, new.plugin_socket_path}.isdisjoint(
             {old.registrar_socket_path, old.plugin_socket_path}
         )

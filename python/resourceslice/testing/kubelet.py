@@ -23,6 +23,7 @@ from typing import Any
 
 from resourceslice.testing._jsonlines import Event, JsonLinesProcess
 from resourceslice.testing.cluster import ClusterError, build_go_binary
+from resourceslice.testing.polling import wait_until
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -71,6 +72,9 @@ class KubeletHarness(JsonLinesProcess):
         )
         try:
             harness.wait_event(lambda e: e.get("event") == "ready", timeout=30)
+            # "ready" comes as kubelet's plugin manager starts; its watcher makes the
+            # directory in its own goroutine, and a plugin started before then finds none.
+            wait_until(lambda: Path(registry_dir).is_dir(), timeout=30)
         except BaseException:
             harness.close()
             raise
