@@ -366,6 +366,13 @@ impl PyDesired {
 #[pyclass(frozen, name = "SliceRecord", module = "resourceslice._core")]
 struct PySliceRecord(Arc<Record>);
 
+/// Shared: a plan's memo keeps the records it compared (replan.rs).
+impl From<Record> for PySliceRecord {
+    fn from(record: Record) -> Self {
+        PySliceRecord(Arc::new(record))
+    }
+}
+
 #[pymethods]
 impl PySliceRecord {
     #[getter]
@@ -638,7 +645,7 @@ fn plan_pool(
 #[pyfunction]
 fn decode_slice(py: Python<'_>, data: &[u8]) -> PyResult<PySliceRecord> {
     py.detach(|| decode::decode_slice(data))
-        .map(|r| PySliceRecord(Arc::new(r)))
+        .map(PySliceRecord::from)
         .map_err(PyValueError::new_err)
 }
 
@@ -649,10 +656,7 @@ fn decode_list(py: Python<'_>, data: &[u8]) -> PyResult<(String, Vec<PySliceReco
         .map_err(PyValueError::new_err)?;
     Ok((
         version,
-        records
-            .into_iter()
-            .map(|r| PySliceRecord(Arc::new(r)))
-            .collect(),
+        records.into_iter().map(PySliceRecord::from).collect(),
     ))
 }
 
@@ -684,10 +688,7 @@ fn decode_list_chunks(
         .map_err(PyValueError::new_err)?;
     Ok((
         version,
-        records
-            .into_iter()
-            .map(|r| PySliceRecord(Arc::new(r)))
-            .collect(),
+        records.into_iter().map(PySliceRecord::from).collect(),
     ))
 }
 
@@ -703,7 +704,7 @@ fn decode_watch_event(
         {
             Event::Object(kind, record) => {
                 let version = record.resource_version.clone();
-                (kind, Some(PySliceRecord(Arc::new(*record))), version)
+                (kind, Some(PySliceRecord::from(*record)), version)
             }
             Event::Bookmark(version) => ("BOOKMARK".to_owned(), None, version),
             Event::Error(status) => ("ERROR".to_owned(), None, status),

@@ -411,9 +411,9 @@ pub fn plan_pool(
     let delete = |r: &Record| (r.name.clone(), r.uid.clone(), r.resource_version.clone());
     // A slice being deleted is going away: never deleted again nor updated, and its name is
     // taken until it is gone. Its generation still counts: consumers see it until then.
-    let live = existing.iter().copied().filter(|r| !r.deleting);
+    let live = records.iter().filter(|r| !r.deleting);
     let Some((desired, wanted)) = desired.and_then(|d| Some((d, d.pools.get(pool)?))) else {
-        let mut deletes: Vec<_> = live.map(delete).collect();
+        let mut deletes: Vec<_> = live.map(|r| delete(r)).collect();
         deletes.sort();
         return Plan {
             deletes,
@@ -432,7 +432,7 @@ pub fn plan_pool(
     let mut current: BTreeMap<usize, &Record> = BTreeMap::new();
     // The records by slot once more, as shared: the memo keeps them (replan.rs).
     let mut slot_records: BTreeMap<usize, &Arc<Record>> = BTreeMap::new();
-    for record in records.iter().filter(|r| !r.deleting) {
+    for record in live {
         match index_of(&record.name, known_names, driver, owner, pool) {
             Some(index) => {
                 current.insert(index, record);
