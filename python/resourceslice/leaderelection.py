@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from enum import Enum
 from typing import Any
 from urllib.parse import quote
 
@@ -53,6 +54,22 @@ JITTER_FACTOR = 1.2
 #: The holderIdentity of the Lease ``<name>`` while replicas with ``shards=K`` > 1 hold it
 #: together, K appended. A plain leader (K = 1) holds it under its own identity.
 SHARDS_HOLDER = "resourceslice.io/shards="
+
+#: Reads of a shared Lease per attempt, when another replica renews it between ours.
+_SHARED_TRIES = 3
+
+#: A key no Lease spec has: set on the last spec seen when the Lease was found deleted.
+_GONE = "(deleted)"
+
+
+class _Outcome(Enum):
+    """What one attempt did with the Lease."""
+
+    NOT_TAKEN = 0
+    #: The Lease named us (or, deleted, was last seen naming us): the same holding goes on.
+    KEPT = 1
+    #: The Lease named someone else, nobody, or was new: a term of its own begins.
+    TAKEN = 2
 
 
 @dataclass(frozen=True)
@@ -205,6 +222,9 @@ class LeaderElector:
         self._writes_in_flight = 0
         self._unanswered = False
         self._release_pending = False
+        # Bumped by give_up(): an attempt that began before never extends the term (its
+        # request may succeed after the round decided to hand the Lease back).
+        self._epoch = 0
         self._last_problem: str | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -299,6 +319,7 @@ class LeaderElector:
         """Stop leading now (a share rebalanced); the Lease is handed back by
         :meth:`release_if_due` once no write of ours can still be in flight."""
         with self._lock:
+            self._epoch += 1
             if self._leading_until is None:
                 return
             self._leading_until = None
@@ -364,6 +385,9 @@ class LeaderElector:
     def _try_acquire_or_renew(self) -> bool:
         sent = self._clock.now()
         with self._lock:
+            if self._release_pending:
+                return False  # given back: not ours to take until the release is done
+            epoch = self._epoch
             lapsed = self._leading_until is not None and sent >= self._leading_until
             # The whole attempt ends by the renew deadline: a leader's at the moment it
             # stops writing (client-go's renew loop), a candidate's renew_deadline from now.
@@ -373,11 +397,11 @@ class LeaderElector:
             if self._stopping.is_set():  # the error handler stopped us
                 return False
         try:
-            acquired = self._attempt(
-                sent + self.config.renew_deadline if deadline is None else deadline
+            outcome = self._attempt(
+                sent + self.config.renew_deadline if deadline is None else deadline, epoch
             )
         except Exception as exc:  # any failure (a bad answer too) must not end the thread
-            acquired = False
+            outcome = _Outcome.NOT_TAKEN
             # Its kind, not its text (which names the request): a Lease that cannot be read
             # every retry_period is one report, not one each time.
             problem = f"{type(exc).__name__} {getattr(exc, 'status', '')}"
@@ -386,71 +410,104 @@ class LeaderElector:
                 self._on_error(exc, f"leader election: lease {self.lease}")
         else:
             self._last_problem = None
+        acquired = outcome is not _Outcome.NOT_TAKEN
         if acquired and self._stopping.is_set():
             # stop() ran during the attempt (from a handler, on this thread) and released
             # what it saw: this acquisition is not kept, and not told.
             acquired = False
         elif acquired:
             with self._lock:
+                if self._epoch != epoch:
+                    # give_up() ran while the request was on its way: the Lease names us,
+                    # but the round has stopped our writes; hand it back when due.
+                    self._release_pending = True
+                    return False
                 was_leading = self._leading_until is not None
                 self._leading_until = sent + self.config.renew_deadline
-                if not was_leading:
-                    self._unanswered = False  # a new term: the Lease lapsed since
+                if not was_leading and outcome is _Outcome.TAKEN:
+                    # A term of its own: someone else held the Lease (or nobody) since our
+                    # writes. Taken back while it still named us, it is the same holding,
+                    # and a write of it that went unanswered may still commit.
+                    self._unanswered = False
             if not was_leading:
                 log.info("leader election: %s took lease %s", self.identity, self.lease)
                 self._on_change(True)
         elif self._held_by_other():
-            self._lose(f"lease held by {self._holder()}")
+            self._lose(f"lease held by {self._holder()}{self._other_duration()}")
         return acquired
 
-    def _attempt(self, deadline: float) -> bool:
+    def _attempt(self, deadline: float, epoch: int) -> _Outcome:
         now = _micro_time()
-        duration = int(self.config.lease_duration)
-        mine = {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": duration,
-            "acquireTime": now,
-            "renewTime": now,
-            "leaseTransitions": 0,
-        }
-        if self.is_leader() and self._lease is not None:
+        if not self._shared and self.is_leader() and self._lease is not None:
             # The fast path: our own last write is the Lease's newest version, unless
-            # someone else changed it since (then 409, and the slow path below looks).
+            # someone else changed it since (then the slow path below looks). Not for a
+            # shared Lease: the other replicas' renewals make it fail nearly every time.
             kept = self._lease.get("spec") or {}
-            mine["acquireTime"] = kept.get("acquireTime", now)
-            mine["leaseTransitions"] = kept.get("leaseTransitions", 0)
             try:
-                self._store(self._update(self._lease, mine, deadline))
-                return True
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+                self._store(self._update(self._lease, self._spec(now, kept, 0), deadline))
+                return _Outcome.KEPT
+            except Exception:
+                # Any failure, as client-go: a 409 (someone wrote it), a 404 (someone
+                # deleted it: we create it again below, before a standby may), a timeout.
+                pass
+        # A shared Lease is renewed by every replica of the group, so a renewal may meet a
+        # conflict between its read and its write; each replica's term counts from its own
+        # renewal, so it reads again rather than count it a failure (measured with 8
+        # replicas renewing every 0.4 s: a renewal deadline missed about once a minute).
+        for _ in range(_SHARED_TRIES if self._shared else 1):
+            outcome = self._read_and_take(now, deadline, epoch)
+            if outcome is not None:
+                return outcome
+        return _Outcome.NOT_TAKEN
+
+    def _read_and_take(self, now: str, deadline: float, epoch: int) -> _Outcome | None:
+        """The slow path: read the Lease, take or renew it if we may; None if someone
+        wrote it between our read and our write."""
         lease = self._get(deadline)
+        if self._epoch != epoch:
+            return _Outcome.NOT_TAKEN  # given up meanwhile: write nothing more
         if lease is None:
+            if self._held_by_other():
+                # Deleted under a live holder: a change like any other, the countdown
+                # starts again (the holder writes until its term ends, unaware).
+                self._note_gone()
+                return _Outcome.NOT_TAKEN
+            ours = self._holder() == self.identity
             try:
-                self._store(self._create(mine, deadline))
+                self._store(self._create(self._spec(now, {}, 0), deadline))
             except ApiException as exc:
                 if exc.status == 409:  # another candidate created it first
-                    return False
+                    return None
                 raise
-            return True
+            return _Outcome.KEPT if ours else _Outcome.TAKEN
         self._store(lease)
         spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity") or ""
-        if holder and holder != self.identity and not self._expired():
-            return False
-        if holder == self.identity:
-            mine["acquireTime"] = spec.get("acquireTime", now)
-            mine["leaseTransitions"] = spec.get("leaseTransitions", 0)
-        else:
-            mine["leaseTransitions"] = spec.get("leaseTransitions", 0) + 1
+        if self._held_by_other():
+            return _Outcome.NOT_TAKEN
+        ours = self._names_us(spec)
+        mine = (
+            self._spec(now, spec, 0)
+            if ours
+            else self._spec(now, {}, 1 + (spec.get("leaseTransitions") or 0))
+        )
         try:
             self._store(self._update(lease, mine, deadline))
         except ApiException as exc:
             if exc.status == 409:  # another candidate was faster
-                return False
+                return None
             raise
-        return True
+        return _Outcome.KEPT if ours else _Outcome.TAKEN
+
+    def _spec(self, now: str, kept: dict[str, Any], transitions: int) -> dict[str, Any]:
+        """Our Lease spec as of ``now``: ``kept``'s acquire time and transitions if we
+        hold on to it, else a new acquisition after ``transitions``."""
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.config.lease_duration),
+            "acquireTime": kept.get("acquireTime", now),
+            "renewTime": now,
+            "leaseTransitions": kept.get("leaseTransitions", transitions),
+        }
 
     def _store(self, lease: dict[str, Any]) -> None:
         """Remember ``lease``; a spec not seen before restarts its expiry countdown."""
@@ -470,9 +527,42 @@ class LeaderElector:
         with self._lock:
             return str((self._observed or {}).get("holderIdentity") or "")
 
+    def _other_duration(self) -> str:
+        """For a shared Lease held under our name with another duration: what it says."""
+        with self._lock:
+            spec = self._observed or {}
+        if not self._shared or spec.get("holderIdentity") != self.identity:
+            return ""
+        return (
+            f" with leaseDurationSeconds {spec.get('leaseDurationSeconds')} "
+            f"(ours: {int(self.config.lease_duration)})"
+        )
+
+    def _names_us(self, spec: dict[str, Any]) -> bool:
+        """Whether ``spec`` is a holding of ours.
+
+        A shared Lease must also say our ``lease_duration``: it holds the last writer's, and
+        standbys wait that long after the last renewal. A replica with a shorter one would
+        shorten it for replicas whose renew deadline is longer (still writing when a
+        standby takes over); so another duration is another holder, as another K is.
+        """
+        if spec.get("holderIdentity") != self.identity:
+            return False
+        return not self._shared or spec.get("leaseDurationSeconds") == int(
+            self.config.lease_duration
+        )
+
     def _held_by_other(self) -> bool:
-        holder = self._holder()
-        return bool(holder) and holder != self.identity and not self._expired()
+        with self._lock:
+            spec = dict(self._observed or {})
+        return bool(spec.get("holderIdentity")) and not self._names_us(spec) and not self._expired()
+
+    def _note_gone(self) -> None:
+        """The Lease was deleted: its disappearance is noted as a change, once."""
+        with self._lock:
+            if self._observed is not None and not self._observed.get(_GONE):
+                self._observed = {**self._observed, _GONE: True}
+                self._observed_at = self._clock.now()
 
     def _lose(self, why: str) -> None:
         with self._lock:
