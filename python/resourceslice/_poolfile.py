@@ -45,9 +45,11 @@ _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: The most devices the ``foreach`` templates of one file may make: ten times the biggest pool
 #: the benchmarks publish.
 MAX_EXPANDED_DEVICES = 100_000
-#: The most the templates of one file may make, in characters of strings plus
-#: :data:`_NODE_WEIGHT` for each other value: a few hundred MB in memory at most. A 100,000-device
-#: fabric of small devices is about a tenth of it; one big device repeated that often is not.
+#: The most the templates of one file may make, in characters of strings and numbers written
+#: out, plus :data:`_NODE_WEIGHT` for each other value: a few hundred MB in memory at most. Each
+#: field counts as the longest text its values can format to (see :func:`_field_size`), so a
+#: small file of big values is charged for what it makes. A 100,000-device fabric of small
+#: devices is about a tenth of it; one big device repeated that often is not.
 MAX_EXPANDED_SIZE = 64_000_000
 _NODE_WEIGHT = 16
 #: The largest width or precision in a template's format spec (a name is at most 63 bytes).
@@ -223,17 +225,58 @@ class _Budget:
 
 
 def _weight(value: Any) -> int:
-    """The size of ``value`` as :data:`MAX_EXPANDED_SIZE` counts it (iterative: it may be deep)."""
+    """The size of ``value`` as :data:`MAX_EXPANDED_SIZE` counts it (iterative: it may be deep).
+
+    A number counts its digits, not a flat :data:`_NODE_WEIGHT`: an int of the template or a
+    foreach value put whole in every device is written out in each (at most bits / 3 digits
+    and a sign; a float's repr is at most 24 characters)."""
     total, stack = 0, [value]
     while stack:
         item = stack.pop()
-        total += len(item) if isinstance(item, str) else _NODE_WEIGHT
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, int):
+            total += max(_NODE_WEIGHT, abs(item).bit_length() // 3 + 2)
+        elif isinstance(item, float):
+            total += 24
+        else:
+            total += _NODE_WEIGHT
         if isinstance(item, Mapping):
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
     return total
+
+
+def _field_size(value: Any) -> int:
+    """The most characters a ``{name}`` or ``{name:spec}`` field of ``value`` makes, for any spec
+    :func:`_template_fields` allows, and no less than :func:`_weight` (a field that is a whole
+    string stands for the value itself).
+
+    From the value's own size, not a flat weight: ``{v:_b}`` of a 4,300-digit int is about 17,850
+    characters, and ``{v}`` of a list of them as many as their digits. A width pads to at most
+    :data:`MAX_FORMAT_WIDTH`, and a precision cuts a string.
+    """
+    if isinstance(value, str):
+        return max(len(value), MAX_FORMAT_WIDTH)
+    if isinstance(value, float):
+        value = int(value) if math.isfinite(value) else 0
+    if isinstance(value, int):
+        bits = abs(value).bit_length()
+        # The longest of: binary, a digit per bit, a "_" per four, "-0b"; and a float
+        # presentation, whose integer part (at most 2**bits) is at most bits * 0.302 + 3
+        # digits (2 for "%"), bits * 0.402 + 4 with a "," per three, then a sign, a point, at
+        # most MAX_FORMAT_WIDTH decimals and "%" ("e": 2 digits and "e+308" around them).
+        return max(bits + bits // 4 + 3, bits // 2 + MAX_FORMAT_WIDTH + 8)
+    # Anything else (a list, a mapping, None) formats only to its str(); a date's spec is a
+    # strftime format: the spec's own text, counted in the template, and two directives at most
+    # (the fill and the type may be "%"), padded to at most MAX_FORMAT_WIDTH each.
+    try:
+        text = len(str(value))
+    except ValueError:  # an int past the digits str() writes: formatting it fails as well
+        text = 0
+    return max(text, _weight(value)) + 2 * MAX_FORMAT_WIDTH
 
 
 def _expand_template(
@@ -278,11 +321,21 @@ def _expand_template(
         errors += problems
         return []
     count = math.prod(sizes)
-    # Each device: the template, and each placeholder filled with the biggest value it can
-    # take, padded to the widest spec.
-    biggest = max((_weight(v) for axis in axes if isinstance(axis, list) for v in axis), default=0)
-    fields = sum(text.count("{") for _, text in _strings(device, ""))
-    size = count * (_weight(device) + fields * (max(biggest, _NODE_WEIGHT) + MAX_FORMAT_WIDTH))
+    # Each device: the template, and each field filled with the value of its variable that
+    # makes the most (of a count: its last value, the biggest number).
+    widest = {
+        name: max(map(_field_size, axis), default=0)
+        if isinstance(axis, list)
+        else _field_size(max(length - 1, 0))
+        for name, axis, length in zip(names, axes, sizes)
+    }
+    fields = sum(
+        widest[name]
+        for _, text in _strings(device, "")
+        for _, name, _, _ in string.Formatter().parse(text)
+        if name is not None
+    )
+    size = count * (_weight(device) + fields)
     if count > budget.devices or size > budget.size:
         errors.append(
             f"{path}: makes {count} devices of about {size} characters in all, more than a "

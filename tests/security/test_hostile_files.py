@@ -3,6 +3,7 @@ never code run, a crash or gigabytes (issue 23, item 2)."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,128 @@ def test_an_expansion_past_the_limit_is_refused_before_it_is_made(tmp_path: Path
     with pytest.raises(rs.ValidationError) as info:
         load(tmp_path, two)
     assert [e.split(":")[0] for e in info.value.errors] == ['pools["q"].devices[0]']
+
+
+#: The most digits int() reads: its binary, with a "_" every four, is 17,856 characters.
+BIG = "9" * 4300
+
+
+def made(value: Any) -> int:
+    """The characters of the strings and numbers in ``value``: what writing it out makes. An
+    object that every device shares (a foreach value that is a whole field) counts in each."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, (str, int, float)):
+            total += len(str(item))
+    return total
+
+
+@pytest.mark.parametrize(
+    ("values", "text"),
+    [
+        pytest.param(BIG, "{v:_b}", id="an int in binary"),
+        pytest.param(f"-{BIG}", "{v:#,}", id="an int grouped"),
+        pytest.param(f"0x{'f' * 20_000}", "{v:_x}-{v:_b}", id="a hex int past int()'s digits"),
+        pytest.param(f"[{BIG}, -{BIG}]", "x{v}", id="a list of ints in a string"),
+        pytest.param(f"[{BIG}, -{BIG}]", "{v}", id="a list of ints as the value"),
+        pytest.param("-1.7976931348623157e+308", "{v:,.64f}", id="a float"),
+        pytest.param(f"{{k: [{BIG}], j: '{'x' * 1000}'}}", "{v}{v}", id="a mapping"),
+    ],
+)
+def test_the_expansion_budget_bounds_what_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, values: str, text: str
+) -> None:
+    # Each value was counted 16 characters whatever its size, and each field 80 (fault 6 of
+    # the review): 20 devices like the first made 357,610 characters and were charged 4,800;
+    # like the hex one, 2.5 million charged 6,540, so that 100,000 of them, within the
+    # budget, made 12.5 billion characters.
+    device = f'{{name: "d-{{i}}", attributes: {{a: {{string: "{text}"}}}}}}'
+    file = f"pools: {{p: {{devices: [{{foreach: {{i: 20, v: [{values}]}}, device: {device}}}]}}}}"
+    devices = load(tmp_path, file).pools["p"].devices or []
+    assert len(devices) == 20
+    size = made(devices)
+    assert size > 20 * 400  # (the case is what it says: big values)
+    # With a budget of one character less than that, the file is refused, before it is made.
+    monkeypatch.setattr(_poolfile, "MAX_EXPANDED_SIZE", size - 1)
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, file)
+    [error] = info.value.errors
+    assert error.startswith('pools["p"].devices[0]: makes 20 devices of about ')
+
+
+#: Format specs allowed in a template, with each part that can lengthen the text.
+SPECS = [
+    f"{fill}{sign}{alt}{zero}{width}{grouping}{precision}{kind}"
+    for fill in ("", "*^", "%^")
+    for sign in ("", "+")
+    for alt in ("", "#")
+    for zero in ("", "0")
+    for width in ("", "64")
+    for grouping in ("", "_", ",")
+    for precision in ("", ".0", ".64")
+    for kind in ["", *"bcdeEfFgGnosxX%"]
+]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        -1,
+        True,
+        False,
+        99_999,
+        -(2**17),
+        int(BIG),
+        -int(BIG),
+        16**20_000 - 1,  # past the digits str() writes: YAML reads it as 0xfff...
+        0.0,
+        -0.96,
+        9.6,
+        1023.9,
+        0.000123456789,
+        1e-300,
+        5e-324,
+        1e63,
+        -1.7976931348623157e308,
+        float("inf"),
+        float("nan"),
+        "",
+        "é" * 10,
+        "x" * 100,
+        None,
+        [int(BIG), "a\x00\U0001f600"],
+        {"k": None, 1: [2.5]},
+        datetime.date(2020, 1, 1),
+        datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_a_field_is_charged_no_less_than_it_makes(value: Any) -> None:
+    charged = _poolfile._field_size(value)
+    assert charged >= _poolfile._weight(value)
+    for spec in SPECS:
+        try:
+            text = format(value, spec)
+        except (ValueError, TypeError, OverflowError):  # a spec that does not suit the value
+            continue
+        assert len(text) <= charged, spec
+
+
+def test_a_small_file_of_big_values_is_refused_at_the_real_budget(tmp_path: Path) -> None:
+    # 4.4 KB that makes 71 million characters, more than the budget: refused, not made.
+    device = '{name: "d-{i}", attributes: {a: {string: "{v:_b}"}}}'
+    file = f"pools: {{p: {{devices: [{{foreach: {{i: 4000, v: [{BIG}]}}, device: {device}}}]}}}}"
+    with pytest.raises(rs.ValidationError) as info:
+        load(tmp_path, file)
+    [error] = info.value.errors
+    charged = int(error.split(" devices of about ")[1].split()[0])
+    assert charged >= 4000 * len(f"{int(BIG):_b}") > _poolfile.MAX_EXPANDED_SIZE
 
 
 def test_a_pool_name_too_long_is_refused_before_its_templates_expand(tmp_path: Path) -> None:
