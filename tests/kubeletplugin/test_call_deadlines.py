@@ -1,9 +1,10 @@
-"""A call's deadline in the plugin alone: no kubelet, no apiserver.
+"""A call's deadline, or the lack of one, in the plugin alone: no kubelet, no apiserver.
 
 The calls come over the plugin's socket from a gRPC client of the test's own (unprepare
 reads no claim), or go straight to the callback loop. A coroutine callback that kubelet
 gave up on before it started never starts, and the call ends at its deadline with the
-locks free, however busy the driver's loop.
+locks free, however busy the driver's loop; a call without a deadline (a tool, a test,
+another client of the socket) is served like any other.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from resourceslice.kubeletplugin._pb import (
 )
 from resourceslice.kubeletplugin.callbacks import CallbackLoop
 from resourceslice.kubeletplugin.serialize import open_locked
+from resourceslice.kubeletplugin.service import deadline_of
 from resourceslice.testing import wait_until
 
 DRIVER = "gpu.example.com"
@@ -238,3 +240,36 @@ def test_a_call_given_up_before_its_coroutine_started_frees_the_locks(node_dir: 
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["plain", "async"])
+def test_a_call_without_a_deadline_is_served(node_dir: Path, asynchronous: bool) -> None:
+    """gRPC gives a call without a deadline ~9.2e18 s remaining, not None: the lock wait
+    failed with OverflowError, and so every prepare and unprepare with ``serialize`` on."""
+    plugin = Unpreparing(asynchronous)
+    served = Served(node_dir, plugin)
+    try:
+        assert served.unprepare("a", timeout=None) == ""
+    finally:
+        served.helper.stop()
+    assert served.errors == []
+    assert plugin.calls == [["a"]]
+
+
+class Context:
+    """What ``deadline_of`` asks of a gRPC servicer context."""
+
+    def __init__(self, remaining: float | None) -> None:
+        self.remaining = remaining
+
+    def time_remaining(self) -> float | None:
+        return self.remaining
+
+
+def test_deadline_of_a_call() -> None:
+    # What grpc's server answers for a call without a deadline (its infinite future).
+    assert deadline_of(Context(9.223372036854776e18)) is None
+    assert deadline_of(Context(None)) is None  # as grpc documents it
+    before = time.monotonic()
+    deadline = deadline_of(Context(120.0))
+    assert deadline is not None and before + 120.0 <= deadline <= time.monotonic() + 120.0
