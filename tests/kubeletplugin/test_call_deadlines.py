@@ -1,10 +1,11 @@
 """A call's deadline, or the lack of one, in the plugin alone: no kubelet, no apiserver.
 
 The calls come over the plugin's socket from a gRPC client of the test's own (unprepare
-reads no claim), or go straight to the callback loop. A coroutine callback that kubelet
-gave up on before it started never starts, and the call ends at its deadline with the
-locks free, however busy the driver's loop; a call without a deadline (a tool, a test,
-another client of the socket) is served like any other.
+reads no claim), or go straight to the pieces: the callback loop, the health servicer.
+A coroutine callback that kubelet gave up on before it started never starts, and the call
+ends at its deadline with the locks free, however busy the driver's loop; a call without a
+deadline (a tool, a test, another client of the socket) is served like any other; a health
+stream whose RPC ended before the servicer got to it ends too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,11 @@ from resourceslice import kubeletplugin
 from resourceslice.kubeletplugin._pb import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
+    health_v1_pb2,
+    health_v1_pb2_grpc,
 )
-from resourceslice.kubeletplugin.callbacks import CallbackLoop
+from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
+from resourceslice.kubeletplugin.healthstream import health_servicer
 from resourceslice.kubeletplugin.serialize import open_locked
 from resourceslice.kubeletplugin.service import deadline_of
 from resourceslice.testing import wait_until
@@ -273,3 +278,80 @@ def test_deadline_of_a_call() -> None:
     before = time.monotonic()
     deadline = deadline_of(Context(120.0))
     assert deadline is not None and before + 120.0 <= deadline <= time.monotonic() + 120.0
+
+
+# -- health streams -------------------------------------------------------------------------
+
+
+HEALTHY = kubeletplugin.HealthStatus.HEALTHY
+
+
+class LateHealth:
+    """A health source whose first ``health_reports()`` returns only once its stream's RPC
+    is over (a driver's ``watch_health()`` that takes a while to set up; the client hung
+    up meanwhile), with an iterator that reports nothing until ``stop``. Later streams get
+    one report at once."""
+
+    def __init__(self, loop: CallbackLoop) -> None:
+        self.loop = loop
+        self.contexts: list[grpc.ServicerContext] = []
+        self.asked = threading.Event()
+        self.stop = threading.Event()
+
+    def offers_health(self) -> bool:
+        return True
+
+    def health_reports(self) -> Iteration[Sequence[kubeletplugin.DeviceHealth]]:
+        if self.asked.is_set():
+            return Iteration(self.loop, iter([[kubeletplugin.DeviceHealth("p", "d", HEALTHY)]]))
+        self.asked.set()
+        wait_until(lambda: not self.contexts[0].is_active(), timeout=GENEROUS)
+        return Iteration(self.loop, self._quiet())
+
+    async def _quiet(self) -> AsyncIterator[Sequence[kubeletplugin.DeviceHealth]]:
+        while not self.stop.is_set():  # no report: the devices stay as they are
+            await asyncio.sleep(0.01)
+        return
+        yield  # an async generator, as drivers write them
+
+    def report_error(self, exc: BaseException, message: str) -> None:
+        raise AssertionError(f"{message}: {exc}")
+
+
+def test_a_health_stream_over_before_it_started_ends(callback_loop: CallbackLoop) -> None:
+    """gRPC calls no callback added after the RPC ended (``add_callback`` answers False):
+    the stream's handler used to wait for the driver's next report, holding a gRPC worker
+    (here the only one, so the next stream was never served)."""
+    source = LateHealth(callback_loop)
+    watch = health_servicer(source, health_v1_pb2)
+    ended = threading.Event()
+
+    class Servicer(health_v1_pb2_grpc.DRAResourceHealthServicer):
+        def NodeWatchResources(self, request: Any, context: Any) -> Iterator[Any]:
+            source.contexts.append(context)
+            try:
+                yield from watch.NodeWatchResources(request, context)
+            finally:
+                ended.set()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    health_v1_pb2_grpc.add_DRAResourceHealthServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = health_v1_pb2_grpc.DRAResourceHealthStub(channel)
+        first = stub.NodeWatchResources(health_v1_pb2.NodeWatchResourcesRequest())
+        assert source.asked.wait(GENEROUS)
+        first.cancel()
+        assert ended.wait(GENEROUS), "the stream's handler still waits for a report"
+        second = stub.NodeWatchResources(
+            health_v1_pb2.NodeWatchResourcesRequest(), timeout=GENEROUS
+        )
+        assert [d.device.device_name for d in next(second).devices] == ["d"]
+        second.cancel()
+    finally:
+        source.stop.set()  # what the handler may still wait for ends
+        ended.wait(GENEROUS)
+        channel.close()
+        server.stop(grace=None).wait()
