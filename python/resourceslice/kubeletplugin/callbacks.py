@@ -42,27 +42,66 @@ class CallbackLoop:
         """``value`` itself, or what it resolves to when it is awaitable.
 
         ``deadline`` (``time.monotonic()``): kubelet's, of the call this serves. An awaitable
-        not done by then is cancelled, and waited for until it has ended (so that what it
-        held, the serialization lock above all, is free once this raises TimeoutError).
+        the loop has not started by then never starts: this raises TimeoutError at once,
+        however busy the loop. One started is cancelled, and waited for until it has ended
+        (so that what it held, the serialization lock above all, is free once this raises
+        TimeoutError).
         """
         if not inspect.isawaitable(value):
             return value
+        # Whether the awaitable started is decided once, under ``guard``: by its task's first
+        # step on the loop, or by the deadline. A cancel sent to the loop at the deadline
+        # cannot decide it: it may run before that first step (the task was just queued, or
+        # the loop is busy), find nothing to cancel, and the call would wait for all of it.
+        guard = threading.Lock()
         started: list[asyncio.Task[_T]] = []
+        abandoned = False
+        pending: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
-        async def wait() -> _T:
-            task = asyncio.current_task()
-            if task is not None:
-                started.append(cast("asyncio.Task[_T]", task))
+        async def run() -> _T:
+            with guard:
+                if abandoned:
+                    raise asyncio.CancelledError
+                started.append(cast("asyncio.Task[_T]", asyncio.current_task()))
             return await value
 
+        def settle(task: asyncio.Task[_T]) -> None:
+            if task.cancelled():
+                pending.cancel()
+            elif (error := task.exception()) is not None:
+                pending.set_exception(error)
+            else:
+                pending.set_result(task.result())
+
+        def begin() -> None:
+            # Abandoned already: no task is made, so none is left pending (nor a coroutine
+            # unawaited) should the loop stop before it ran.
+            with guard:
+                if abandoned:
+                    return
+            try:
+                task = loop.create_task(run())
+            except BaseException as exc:
+                pending.set_exception(exc)
+                raise
+            task.add_done_callback(settle)
+
         loop = self.get()
-        pending = asyncio.run_coroutine_threadsafe(wait(), loop)
+        loop.call_soon_threadsafe(begin)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             return pending.result(left)
         except concurrent.futures.TimeoutError:
             pass
-        loop.call_soon_threadsafe(lambda: [task.cancel() for task in started])
+        with guard:
+            abandoned = not started
+        if abandoned:
+            # Not started, so nothing of it ran: nothing to wait for (the loop may be busy for
+            # long), and closed, it never will run.
+            if inspect.iscoroutine(value):
+                value.close()
+            raise TimeoutError("kubelet's deadline passed before the callback started")
+        loop.call_soon_threadsafe(started[0].cancel)
         try:
             return pending.result()  # it may have finished meanwhile
         except concurrent.futures.CancelledError:

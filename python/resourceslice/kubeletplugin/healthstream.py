@@ -70,7 +70,11 @@ def health_servicer(source: HealthSource, pb: Any) -> Any:
             iteration.cancel()
             reports.put(_Done())
 
-        context.add_callback(end)
+        if not context.add_callback(end):
+            # The RPC is over already (kubelet hung up while watch_health() set up), and grpc
+            # never calls a callback added after: the stream would wait for the driver's
+            # next report, holding a gRPC worker meanwhile.
+            end()
 
         def pump() -> None:
             error: BaseException | None = None

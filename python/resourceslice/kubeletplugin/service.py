@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -30,8 +31,13 @@ class ClaimCalls(Protocol):
 
 def deadline_of(context: Any) -> float | None:
     """kubelet's deadline of a call, on ``time.monotonic()``; None when it set none."""
-    left = context.time_remaining()
-    return None if left is None else time.monotonic() + left
+    left: float | None = context.time_remaining()
+    # grpc documents None for a call without a deadline, but its server answers the time to
+    # its infinite future (~9.2e18 s), which no wait takes (Lock.acquire: OverflowError). A
+    # deadline further off than the longest wait a thread can take is none.
+    if left is None or left > threading.TIMEOUT_MAX:
+        return None
+    return time.monotonic() + left
 
 
 def error_text(error: str | BaseException) -> str:
