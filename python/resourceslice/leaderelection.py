@@ -14,6 +14,8 @@ for ``leaseDurationSeconds`` since. The holder, for its part, counts from the mo
 until ``renew_deadline`` after that, no later, and every write it sends must be answered by
 then (the request's own timeout). ``lease_duration - renew_deadline`` is the margin for a
 write the server is still processing and for clocks that run at slightly different rates.
+A Lease that disappears is a change like any other: a candidate that saw it held waits
+``lease_duration`` from the moment it found it gone, while the holder creates it again.
 
 Every Lease request is bounded as client-go's renew loop bounds it: a renewal (with the
 attempts that follow a failed one) must be over by the renew deadline, when the leader stops

@@ -30,7 +30,10 @@ shards only while it holds the group's Lease, and gives them back when it loses 
 Replicas with another K therefore write nothing until the Lease is theirs: taken once it
 was released (a plain leader that stopped) or went unrenewed for ``lease_duration``, the
 same rule and the same proof as plain leader election, with the holder standing for a
-number of shards instead of a replica. A sharded group never releases it: a replica that
+number of shards instead of a replica. The Lease's ``leaseDurationSeconds`` is part of that
+holding too: it is the last renewer's, and standbys wait that long, so replicas with another
+``lease_duration`` are another holder (a shorter one would end the wait while a replica with a
+longer renew deadline still writes). A sharded group never releases it: a replica that
 stops cannot know that none of the others still writes under it.
 """
 
