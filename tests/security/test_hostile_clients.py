@@ -3,6 +3,7 @@ slowloris client neither hang the probes nor pile up threads (issue 23, item 1).
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import urllib.request
@@ -13,11 +14,16 @@ import pytest
 import resourceslice as rs
 from integration.controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
 from resourceslice import metrics
+from resourceslice._getserver import GetServer, Response
 from resourceslice.testing import wait_until
 
 pytestmark = pytest.mark.integration
 
 IDLE_CONNECTIONS = 2000
+#: A burst of idle connections against a cap of BURST_CAP: far more than the loop accepts
+#: in one go (asyncio takes up to 100 connections per wake-up of the listening socket).
+BURST_CONNECTIONS = 300
+BURST_CAP = 32
 #: The kubelet's default probe timeout (timeoutSeconds: 1): a probe slower than this fails.
 PROBE_TIMEOUT = 1.0
 
@@ -84,3 +90,69 @@ def test_a_request_head_past_the_limit_is_dropped() -> None:
         sock.sendall(b"GET /livez HTTP/1.1\r\nX: " + b"a" * 4096)
         wait_until(lambda: closed_by_server(sock), timeout=5)
         sock.close()
+
+
+def test_a_burst_of_idle_connections_is_held_to_the_cap_without_an_asyncio_error(
+    idle: list[socket.socket], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Regression: the dropped connection stayed the oldest idle one until its task ran, so
+    # every other connection of the same burst dropped it again: 2,000 against a cap of 256
+    # left ~1,960 open, each until its request timeout; and on Python 3.11 and 3.12 each
+    # dropped connection logged an asyncio ERROR (their streams call exception() on a
+    # cancelled client task).
+    # The request timeout is far longer than the test: only the cap closes anything here.
+    limits = rs.ServerLimits(max_connections=BURST_CAP, request_timeout=120.0)
+    with rs.serve_health("127.0.0.1", 0, limits=limits) as server:
+        for _ in range(BURST_CONNECTIONS):
+            idle.append(connect(server.address))
+        closed: set[int] = set()
+
+        def dropped_down_to_the_cap() -> bool:
+            closed.update(i for i, s in enumerate(idle) if i not in closed and closed_by_server(s))
+            return len(closed) >= BURST_CONNECTIONS - BURST_CAP
+
+        wait_until(
+            dropped_down_to_the_cap,
+            timeout=15,
+            describe=lambda: f"{BURST_CONNECTIONS - len(closed)} of {BURST_CONNECTIONS} open",
+        )
+        # The oldest were dropped, and no more than the cap asked: the newest are served.
+        assert closed == set(range(BURST_CONNECTIONS - BURST_CAP))
+    # close() joined the server's thread: whatever its loop logged is in caplog by now.
+    assert_no_asyncio_error(caplog)
+
+
+def test_past_the_cap_a_new_connection_is_dropped_if_every_other_is_being_answered(
+    idle: list[socket.socket], caplog: pytest.LogCaptureFixture
+) -> None:
+    answering, release = threading.Event(), threading.Event()
+
+    def handle(path: str) -> Response:
+        answering.set()
+        release.wait(30)
+        return 200, "text/plain; charset=utf-8", b"ok\n"
+
+    limits = rs.ServerLimits(max_connections=1, workers=1, request_timeout=30.0)
+    server = GetServer("127.0.0.1", 0, handle, limits, name="test-getserver")
+    try:
+        busy = connect(server.address)
+        idle.append(busy)
+        busy.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answering.wait(10)
+        # Nothing older is still sending its request: the cap drops the new connection.
+        late = connect(server.address)
+        idle.append(late)
+        wait_until(lambda: closed_by_server(late), timeout=10)
+        release.set()
+        busy.settimeout(10)
+        with busy.makefile("rb") as answer:
+            assert answer.readline() == b"HTTP/1.1 200 OK\r\n"
+    finally:
+        release.set()
+        server.close()
+    assert_no_asyncio_error(caplog)
+
+
+def assert_no_asyncio_error(caplog: pytest.LogCaptureFixture) -> None:
+    errors = [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.ERROR]
+    assert not errors, f"{len(errors)} asyncio errors, the first: {errors[0].getMessage()}"
