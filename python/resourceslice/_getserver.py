@@ -27,6 +27,10 @@ __all__ = ["GetServer", "ServerLimits"]
 Response = tuple[int, str, bytes]
 
 
+#: Connections the kernel queues before the loop accepts them.
+LISTEN_BACKLOG = 1024
+
+
 @dataclass(frozen=True)
 class ServerLimits:
     """What a :class:`GetServer` lets its clients hold.
@@ -65,7 +69,7 @@ class GetServer:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # A full backlog makes a probe's connect wait for a SYN retry (a second or more):
         # the loop accepts as fast as it can, and the queue absorbs a burst meanwhile.
-        self._socket = socket.create_server((host, port), family=family, backlog=1024)
+        self._socket = socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG)
         self._executor = ThreadPoolExecutor(limits.workers, thread_name_prefix=f"{name}-worker")
         self._loop = asyncio.new_event_loop()
         # Every connection's task until it ends, dropped ones too: close() waits for them.
@@ -88,8 +92,12 @@ class GetServer:
     def _run(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self._loop)
         self._server = self._loop.run_until_complete(
+            # The backlog again: start_server listens on the socket anew, with 100 by default.
             asyncio.start_server(
-                self._client, sock=self._socket, limit=self._limits.max_request_bytes
+                self._client,
+                sock=self._socket,
+                limit=self._limits.max_request_bytes,
+                backlog=LISTEN_BACKLOG,
             )
         )
         started.set()

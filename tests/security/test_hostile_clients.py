@@ -4,7 +4,9 @@ slowloris client neither hang the probes nor pile up threads (issue 23, item 1).
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
+import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ import pytest
 import resourceslice as rs
 from integration.controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
 from resourceslice import metrics
-from resourceslice._getserver import GetServer, Response
+from resourceslice._getserver import LISTEN_BACKLOG, GetServer, Response
 from resourceslice.testing import wait_until
 
 pytestmark = pytest.mark.integration
@@ -90,6 +92,19 @@ def test_a_request_head_past_the_limit_is_dropped() -> None:
         sock.sendall(b"GET /livez HTTP/1.1\r\nX: " + b"a" * 4096)
         wait_until(lambda: closed_by_server(sock), timeout=5)
         sock.close()
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2) to read the queue")
+def test_the_listen_queue_is_the_one_asked_for() -> None:
+    """asyncio's start_server listens again with 100 unless told: a burst past 100 waits
+    for a SYN retry, as long as a kubelet probe's default timeout."""
+    with rs.serve_health("127.0.0.1", 0) as server:
+        port = server.address[1]
+        listing = subprocess.run(
+            ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        # State, Recv-Q, Send-Q (for a listening socket: its backlog), local address...
+        assert listing[2] == str(LISTEN_BACKLOG), listing
 
 
 def test_a_burst_of_idle_connections_is_held_to_the_cap_without_an_asyncio_error(
