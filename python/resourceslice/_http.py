@@ -40,7 +40,9 @@ SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 #: connection's timeout): the TCP connect, the TLS handshake, the send of the head and that
 #: of the body (CPython times an SSL handshake, an SSL write and a plain ``sendall`` as one
 #: deadline each). Through a proxy there are up to four more: ``CONNECT`` sent and its answer
-#: read, a TLS handshake with an HTTPS proxy, or SOCKS's exchanges.
+#: read, a TLS handshake with an HTTPS proxy, or SOCKS's exchanges. Not counted, so not bound:
+#: the name lookup (no timeout at all), a second address of a host name (a connect timeout
+#: of its own), an answer of a proxy that comes in pieces (one timeout per piece).
 _DIRECT_PHASES = 4
 _PROXIED_PHASES = 8
 
@@ -108,10 +110,11 @@ def request(
     With ``stream`` the body is left unread, to be read in chunks (a watch); hand the
     connection back with ``release_conn()``. Otherwise the body is in ``.data``.
     ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`. ``deadline``
-    (``time.monotonic()``): the request reaches the server by then or not at all, and is over
-    by then (a leader's write must be, by the end of its term); ``total``: the same, as
-    seconds from this call. A deadline that passes before the request is sent (the token
-    refresh took the time) raises :class:`RequestDeadlineError`: nothing was sent.
+    (``time.monotonic()``): the request's last byte leaves by then or it is not sent (but see
+    :data:`_DIRECT_PHASES`), and it is over by then (a leader's write must be, by the end of
+    its term); ``total``: the same, as seconds from this call. A deadline that passes before
+    the request is sent (the token refresh took the time) raises
+    :class:`RequestDeadlineError`: nothing was sent.
 
     A write is sent once, as client-go sends it: urllib3's default ``Retry`` would send a
     PUT or DELETE again after a lost connection or a 429/503 with ``Retry-After``, each time
