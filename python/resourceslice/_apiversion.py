@@ -34,7 +34,14 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import SliceLister, delete_options, get_json, request, send_json
+from resourceslice._http import (
+    RequestDeadlineError,
+    SliceLister,
+    delete_options,
+    get_json,
+    request,
+    send_json,
+)
 from resourceslice.api import ResourceSliceError, ValidationError
 
 log = logging.getLogger(__name__)
@@ -249,8 +256,9 @@ class ResourceSliceAPI:
     given, is asked just before each write is sent for the seconds it may take at most
     (a leader's writes end before its lease could pass to another replica); it raises to
     stop the write. ``write_ended(answered)`` is told when a write given a budget is over,
-    and whether the server answered it (else the write may still commit: the leader then
-    does not hand its Lease straight to a successor).
+    and whether its outcome is known: the server answered it, or it was not sent at all
+    (else the write may still commit: the leader then does not hand its Lease straight to a
+    successor).
     """
 
     def __init__(
@@ -323,14 +331,19 @@ class ResourceSliceAPI:
             raise
 
     def _write(self, version: SliceVersion, send: Callable[[float | None], bytes]) -> bytes:
-        """``send(budget)`` once, within the write budget; its outcome told."""
+        """``send(deadline)`` once, by the write budget's deadline; its outcome told."""
         budget = self._write_budget()
+        # One deadline, fixed as the budget is granted: what comes before the request leaves
+        # (the body's conversion, the token refresh) is spent from it, not added to it.
+        deadline = None if budget is None else time.monotonic() + budget
         answered = False
         try:
-            data = self._call(version, lambda: send(budget))
+            data = self._call(version, lambda: send(deadline))
             answered = True
             return data
-        except ApiException:
+        except (ApiException, RequestDeadlineError):
+            # Answered, or not sent because the deadline passed first: either way nothing of
+            # it can land later, so the leader may hand its Lease over.
             answered = True
             raise
         finally:
@@ -343,7 +356,7 @@ class ResourceSliceAPI:
         """POST a v1 body; the stored object as v1."""
         v = self.current()
         data = self._write(
-            v, lambda budget: send_json(self._client, "POST", v.path, v.to_served(body), budget)
+            v, lambda deadline: send_json(self._client, "POST", v.path, v.to_served(body), deadline)
         )
         return v.object_to_v1(data)
 
@@ -352,8 +365,8 @@ class ResourceSliceAPI:
         v = self.current()
         data = self._write(
             v,
-            lambda budget: send_json(
-                self._client, "PUT", f"{v.path}/{name}", v.to_served(body), budget
+            lambda deadline: send_json(
+                self._client, "PUT", f"{v.path}/{name}", v.to_served(body), deadline
             ),
         )
         return v.object_to_v1(data)
@@ -372,7 +385,9 @@ class ResourceSliceAPI:
         options = delete_options(uid, resource_version)
         data = self._write(
             v,
-            lambda budget: send_json(self._client, "DELETE", f"{v.path}/{name}", options, budget),
+            lambda deadline: send_json(
+                self._client, "DELETE", f"{v.path}/{name}", options, deadline
+            ),
         )
         return v.object_to_v1(data)
 

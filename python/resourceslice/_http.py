@@ -14,6 +14,7 @@ built with the configuration's TLS, proxy and retry settings.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -21,6 +22,8 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
+
+from resourceslice.api import ResourceSliceError
 
 #: (connect, read) seconds: a hung apiserver must not stall a worker forever.
 REQUEST_TIMEOUT = (10.0, 60.0)
@@ -31,6 +34,23 @@ MAX_RETRY_AFTER = 60.0
 _AUTH_SETTING = "BearerToken"
 
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+
+#: The socket operations before a request's last byte leaves that urllib3 times one by one,
+#: each with the whole connect timeout (``connectionpool._make_request`` sets it once as the
+#: connection's timeout): the TCP connect, the TLS handshake, the send of the head and that
+#: of the body (CPython times an SSL handshake, an SSL write and a plain ``sendall`` as one
+#: deadline each). Through a proxy there are up to four more: ``CONNECT`` sent and its answer
+#: read, a TLS handshake with an HTTPS proxy, or SOCKS's exchanges. Not counted, so not bound:
+#: the name lookup (no timeout at all), a second address of a host name (a connect timeout
+#: of its own), an answer of a proxy that comes in pieces (one timeout per piece).
+_DIRECT_PHASES = 4
+_PROXIED_PHASES = 8
+
+
+class RequestDeadlineError(TimeoutError, ResourceSliceError):
+    """A request was not sent: its deadline passed before it could be (the client's
+    authentication, such as a kubeconfig exec plugin refreshing the token, took the time
+    left). Nothing of it reached the server."""
 
 
 def delete_options(uid: str, resource_version: str) -> bytes:
@@ -83,23 +103,30 @@ def request(
     stream: bool = False,
     timeout: tuple[float, float] | None = None,
     total: float | None = None,
+    deadline: float | None = None,
 ) -> Any:
     """``method`` ``path``; the urllib3 response, or ApiException if the status is not 2xx.
 
     With ``stream`` the body is left unread, to be read in chunks (a watch); hand the
     connection back with ``release_conn()``. Otherwise the body is in ``.data``.
-    ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`; ``total``:
-    seconds for the whole request besides (a leader's write must be over by its deadline).
+    ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`. ``deadline``
+    (``time.monotonic()``): the request's last byte leaves by then or it is not sent (but see
+    :data:`_DIRECT_PHASES`), and it is over by then (a leader's write must be, by the end of
+    its term); ``total``: the same, as seconds from this call. A deadline that passes before
+    the request is sent (the token refresh took the time) raises
+    :class:`RequestDeadlineError`: nothing was sent.
 
     A write is sent once, as client-go sends it: urllib3's default ``Retry`` would send a
     PUT or DELETE again after a lost connection or a 429/503 with ``Retry-After``, each time
     with a fresh timeout, so a write whose first copy the server already applied could land
     again after its deadline (after a successor took the Lease). Whether a write landed when
     its connection broke is unknown; the caller decides what to do next. A request with a
-    ``total`` is not retried either, GET included: its deadline is the caller's (a Lease
+    deadline is not retried either, GET included: its deadline is the caller's (a Lease
     attempt, a kubelet call), and a retry would start the timeout afresh.
     """
-    connect, read = timeout or REQUEST_TIMEOUT
+    if total is not None:
+        by = time.monotonic() + total
+        deadline = by if deadline is None else min(deadline, by)
     configuration = api_client.configuration
     params = list(query)
     headers = dict(api_client.default_headers)
@@ -108,6 +135,8 @@ def request(
         headers["Content-Type"] = "application/json"
     if api_client.cookie:
         headers["Cookie"] = api_client.cookie
+    # May run a kubeconfig exec plugin (the client gives it no timeout): before the time
+    # left is taken, so that what it spends counts against the deadline.
     auth = configuration.auth_settings().get(_AUTH_SETTING)
     if auth and auth["value"]:
         if auth["in"] == "query":
@@ -117,19 +146,40 @@ def request(
     url = configuration.host + path
     if params:
         url += "?" + urlencode(params)
-    response: Any = api_client.rest_client.pool_manager.request(
+    pool_manager = api_client.rest_client.pool_manager
+    response: Any = pool_manager.request(
         method,
         url,
         body=body,
         headers=headers,
-        timeout=urllib3.Timeout(connect=connect, read=read, total=total),
+        timeout=_timeout(pool_manager, timeout, deadline, f"{method} {path}"),
         preload_content=not stream,
         # None: the client's own (configuration.retries, else urllib3's default).
-        retries=None if method == "GET" and total is None else False,
+        retries=None if method == "GET" and deadline is None else False,
     )
     if not 200 <= response.status <= 299:
         raise _api_exception(response)
     return response
+
+
+def _timeout(
+    pool_manager: Any, timeout: tuple[float, float] | None, deadline: float | None, what: str
+) -> urllib3.Timeout:
+    """urllib3's timeout of a request over by ``deadline``, from the time left now, when all
+    that comes before the send is done; RequestDeadlineError if none is left."""
+    connect, read = timeout or REQUEST_TIMEOUT
+    if deadline is None:
+        return urllib3.Timeout(connect=connect, read=read)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RequestDeadlineError(f"{what}: not sent, its deadline passed {-left:.3f}s ago")
+    # urllib3 gives each phase before the request's last byte leaves the whole connect
+    # timeout, not what is left of the total (see _DIRECT_PHASES): so each gets an equal
+    # share of what is left, and all of them, slow as they may be, end by the deadline. The
+    # read gets the rest: urllib3 counts the total from the start of the connect.
+    proxied = getattr(pool_manager, "proxy", None) or getattr(pool_manager, "proxy_url", None)
+    phases = _PROXIED_PHASES if proxied else _DIRECT_PHASES
+    return urllib3.Timeout(connect=min(connect, left / phases), read=read, total=left)
 
 
 class SliceLister:
@@ -175,13 +225,13 @@ def read_body(response: Any) -> bytes:
 
 
 def send_json(
-    api_client: ApiClient, method: str, path: str, body: bytes, total: float | None = None
+    api_client: ApiClient, method: str, path: str, body: bytes, deadline: float | None = None
 ) -> bytes:
     """``method`` ``path`` with JSON ``body``; the response body, or ApiException if not 2xx.
 
-    ``total``: at most that many seconds for the whole request.
+    ``deadline`` (``time.monotonic()``): see :func:`request`.
     """
-    data: bytes = request(api_client, method, path, body=body, total=total).data
+    data: bytes = request(api_client, method, path, body=body, deadline=deadline).data
     return data
 
 

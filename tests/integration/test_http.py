@@ -7,6 +7,7 @@ the request path takes only what every supported ApiClient has.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -169,3 +170,45 @@ def test_close_closes_the_connections(kube_cluster: TestCluster) -> None:
     assert len(api_client.rest_client.pool_manager.pools) == 0
     if kept is not None:
         assert getattr(kept, "urllib3_response", kept).closed
+
+
+def test_a_request_whose_deadline_passed_during_authentication_is_not_sent(
+    client: _http.ClosingApiClient,
+) -> None:
+    """The time left is taken after the token refresh hook ran (a kubeconfig exec plugin
+    can take seconds): a deadline it used up raises without a request."""
+    configuration = client.configuration
+    refresh = configuration.refresh_api_key_hook
+    deadline = time.monotonic() + 0.05
+
+    def slow_refresh(config: Any) -> None:
+        while time.monotonic() <= deadline:
+            time.sleep(0.01)
+        if refresh is not None:
+            refresh(config)
+
+    configuration.refresh_api_key_hook = slow_refresh
+    sent = recorded_headers(client)
+    with pytest.raises(_http.RequestDeadlineError):
+        _http.request(client, "GET", NAMESPACES, deadline=deadline)
+    assert sent == []
+
+
+def test_each_phase_of_a_request_gets_a_share_of_the_time_left(
+    client: _http.ClosingApiClient,
+) -> None:
+    """urllib3 gives its connect timeout whole to each of connect, TLS handshake and sends:
+    a share each keeps their sum within the time left."""
+    timeouts: list[Any] = []
+    pool_manager = client.rest_client.pool_manager
+    send = pool_manager.request
+
+    def recording(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        timeouts.append(kwargs["timeout"])
+        return send(method, url, *args, **kwargs)
+
+    pool_manager.request = recording  # type: ignore[method-assign]
+    _http.request(client, "GET", NAMESPACES, total=4.0)
+    [timeout] = timeouts
+    assert 3.5 < timeout.total <= 4.0
+    assert timeout.connect_timeout == pytest.approx(timeout.total / 4)
