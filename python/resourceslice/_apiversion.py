@@ -35,14 +35,13 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._http import (
-    RequestDeadlineError,
     SliceLister,
     delete_options,
     get_json,
     request,
     send_json,
 )
-from resourceslice.api import ResourceSliceError, ValidationError
+from resourceslice.api import RequestDeadlineError, ResourceSliceError, ValidationError
 
 log = logging.getLogger(__name__)
 

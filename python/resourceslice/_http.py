@@ -23,7 +23,7 @@ import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice.api import ResourceSliceError
+from resourceslice.api import RequestDeadlineError
 
 #: (connect, read) seconds: a hung apiserver must not stall a worker forever.
 REQUEST_TIMEOUT = (10.0, 60.0)
@@ -45,12 +45,6 @@ SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 #: of its own), an answer of a proxy that comes in pieces (one timeout per piece).
 _DIRECT_PHASES = 4
 _PROXIED_PHASES = 8
-
-
-class RequestDeadlineError(TimeoutError, ResourceSliceError):
-    """A request was not sent: its deadline passed before it could be (the client's
-    authentication, such as a kubeconfig exec plugin refreshing the token, took the time
-    left). Nothing of it reached the server."""
 
 
 def delete_options(uid: str, resource_version: str) -> bytes:

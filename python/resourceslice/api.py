@@ -19,6 +19,7 @@ __all__ = [
     "DroppedFieldsError",
     "Owner",
     "Pool",
+    "RequestDeadlineError",
     "ResourceSliceError",
     "Slice",
     "Stats",
@@ -182,6 +183,12 @@ class ConflictingWriterError(_PickledByFields, ResourceSliceError):
             f"pool {pool!r}, slice {slice_name!r}: changed by another writer since this "
             "controller wrote it; restoring the desired state"
         )
+
+
+class RequestDeadlineError(TimeoutError, ResourceSliceError):
+    """A request was not sent: its deadline (a leader's write budget, a Lease attempt's, a
+    kubelet call's) passed before it could be, e.g. while a kubeconfig exec plugin refreshed
+    the token. Nothing of it reached the server."""
 
 
 class SliceExistsError(_PickledByFields, ResourceSliceError):

@@ -44,7 +44,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._http import REQUEST_TIMEOUT, request
-from resourceslice.api import ResourceSliceError
+from resourceslice.api import RequestDeadlineError, ResourceSliceError
 from resourceslice.workqueue import Clock, MonotonicClock
 
 log = logging.getLogger("resourceslice")
@@ -147,10 +147,6 @@ class LeadershipLostError(RuntimeError, ResourceSliceError):
 
 class NotLeaderError(RuntimeError, ResourceSliceError):
     """A write was about to be sent by a replica that does not hold the Lease (any more)."""
-
-
-class LeaseDeadlineError(TimeoutError, ResourceSliceError):
-    """A Lease request was not sent: the attempt it belongs to is out of time."""
 
 
 def default_identity() -> str:
@@ -649,6 +645,6 @@ class LeaderElector:
         """One Lease request, over by ``deadline`` (our clock), sent once."""
         left = deadline - self._clock.now()
         if left <= 0:
-            raise LeaseDeadlineError(f"{method} lease {self.lease}: past the attempt's deadline")
+            raise RequestDeadlineError(f"{method} lease {self.lease}: past the attempt's deadline")
         timeout = (min(REQUEST_TIMEOUT[0], left), min(REQUEST_TIMEOUT[1], left))
         return request(self._client, method, path, body=body, timeout=timeout, total=left)

@@ -170,15 +170,13 @@ def test_required_keys() -> None:
 def test_the_librarys_errors_share_a_base_and_keep_their_own() -> None:
     from resourceslice import kubeletplugin
     from resourceslice._apiversion import NoResourceAPIError
-    from resourceslice._http import RequestDeadlineError
-    from resourceslice.leaderelection import LeaseDeadlineError, NotLeaderError
+    from resourceslice.leaderelection import NotLeaderError
 
     bases = {
         kubeletplugin.ConfigError: ValueError,
         kubeletplugin.HealthNotSupportedError: Exception,
         NotLeaderError: RuntimeError,
-        LeaseDeadlineError: TimeoutError,
-        RequestDeadlineError: TimeoutError,
+        rs.RequestDeadlineError: TimeoutError,
         rs.ValidationError: ValueError,
         rs.ControllerStoppedError: RuntimeError,
         rs.LeadershipLostError: RuntimeError,

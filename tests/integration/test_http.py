@@ -15,6 +15,7 @@ import kubernetes.client
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+import resourceslice as rs
 from resourceslice import _http
 from resourceslice.testing import TestCluster
 
@@ -189,7 +190,7 @@ def test_a_request_whose_deadline_passed_during_authentication_is_not_sent(
 
     configuration.refresh_api_key_hook = slow_refresh
     sent = recorded_headers(client)
-    with pytest.raises(_http.RequestDeadlineError):
+    with pytest.raises(rs.RequestDeadlineError):
         _http.request(client, "GET", NAMESPACES, deadline=deadline)
     assert sent == []
 

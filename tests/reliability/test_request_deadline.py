@@ -175,7 +175,7 @@ def test_a_slow_token_refresh_does_not_send_a_write_after_its_deadline(
     [deadline] = budget.deadlines
     late = lateness(proxy.arrivals("POST", "resourceslices"), deadline)
     assert late == [], f"the write reached the server {late} s after its deadline"
-    assert isinstance(outcome, _http.RequestDeadlineError), outcome
+    assert isinstance(outcome, rs.RequestDeadlineError), outcome
     assert budget.ended == [True]
     assert not slice_exists(admin, name)
 
@@ -203,7 +203,7 @@ def test_a_slow_token_refresh_does_not_send_a_lease_renewal_after_its_deadline(
         elector.stop()  # releases the Lease
     assert late == [], f"the renewal reached the server {late} s after the leader's deadline"
     assert not renewed
-    assert [type(e) for e in errors] == [_http.RequestDeadlineError], errors
+    assert [type(e) for e in errors] == [rs.RequestDeadlineError], errors
 
 
 def test_a_slow_new_connection_does_not_send_a_write_after_its_deadline(
