@@ -436,10 +436,11 @@ class LeaderElector:
 
     def _attempt(self, deadline: float, epoch: int) -> _Outcome:
         now = _micro_time()
-        if not self._shared and self.is_leader() and self._lease is not None:
+        if self.is_leader() and self._lease is not None:
             # The fast path: our own last write is the Lease's newest version, unless
-            # someone else changed it since (then the slow path below looks). Not for a
-            # shared Lease: the other replicas' renewals make it fail nearly every time.
+            # someone else changed it since (then the slow path below looks). One request,
+            # not two, which matters when each is slow; a shared Lease's other replicas
+            # often make it fail, and then it costs one more.
             kept = self._lease.get("spec") or {}
             try:
                 self._store(self._update(self._lease, self._spec(now, kept, 0), deadline))
