@@ -149,8 +149,9 @@ def pcie_root_attribute(
     hardware hierarchy, ``<sysfs>/devices/pci<domain>:<bus>/<bridges...>/<pci_bus_id>``; its
     first directory under ``devices/`` is the root. As Go: the link is read, not followed, and
     its target must be relative (real sysfs makes them so). ``SysfsError`` if the link is missing
-    or points elsewhere than to ``devices/pci*/.../<pci_bus_id>``; ``ValueError`` for a
-    malformed ``pci_bus_id``.
+    or points elsewhere than to ``devices/pci*/.../<pci_bus_id>``, as on a Hyper-V VM, where a
+    bus comes between ``devices/`` and the root complex (Go's v0.37.2 fails there too);
+    ``ValueError`` for a malformed ``pci_bus_id``.
     """
     _check_pci_bus_id(pci_bus_id)
     root = _root(sysfs)
@@ -274,7 +275,8 @@ def pci_device_attributes(
 
     Go has no such helper; it is the three above, with :class:`NoNUMAAffinityError` taken as
     "no ``numaNode``" (as Go's documentation tells drivers to). Any other error of theirs is
-    raised.
+    raised: a driver that publishes a device without ``pcieRoot`` where it cannot be resolved
+    (a Hyper-V VM) calls the helpers one at a time.
     """
     if numa is not None:
         _check_form(numa)
