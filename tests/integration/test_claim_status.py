@@ -3,6 +3,7 @@ set, replaced and cleared by server-side apply, and nothing else of the claim ch
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
@@ -14,7 +15,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from integration.claim_env import allocated, claims_path, delete, entries, managers, read, result
-from resourceslice import ValidationError
+from resourceslice import ValidationError, aio
 from resourceslice._http import request, send_json
 from resourceslice.claimstatus import (
     DeviceStatusConflictError,
@@ -352,3 +353,38 @@ def test_data_arrives_as_it_was_given(client: kubernetes.client.ApiClient, claim
         claim, pool="node-1", device="gpu-0", data=data
     )
     assert entries(stored)[GPU, "node-1", "gpu-0"]["data"] == data
+
+
+def test_the_async_writer_keeps_the_loop_running(
+    client: kubernetes.client.ApiClient, claim_name: str
+) -> None:
+    """Each write runs off the loop: the loop serves other work while four are in flight
+    (the loop's thread never makes a request)."""
+    claim = allocated(client, claim_name, [result(GPU, "node-1", f"gpu-{i}") for i in range(4)])
+    writer = aio.AsyncDeviceStatusWriter(client, driver=GPU, node_name="node-1")
+    loop_threads: set[int] = set()
+    request_threads: set[int] = set()
+    send = client.rest_client.pool_manager.request
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        request_threads.add(threading.get_ident())
+        return send(*args, **kwargs)
+
+    client.rest_client.pool_manager.request = recorded
+
+    async def main() -> None:
+        loop_threads.add(threading.get_ident())
+        await asyncio.gather(
+            *(writer.set(claim, pool="node-1", device=f"gpu-{i}", data={"i": i}) for i in range(4))
+        )
+        await writer.clear(claim, pool="node-1", device="gpu-0")
+
+    try:
+        asyncio.run(main())
+    finally:
+        client.rest_client.pool_manager.request = send
+    assert request_threads and not request_threads & loop_threads
+    found = entries(read(client, claim_name))
+    assert {key[2]: e["data"] for key, e in found.items()} == {
+        f"gpu-{i}": {"i": i} for i in (1, 2, 3)
+    }
