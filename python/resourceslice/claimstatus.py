@@ -65,6 +65,9 @@ MAX_REASON_BYTES = 1024
 MAX_MESSAGE_BYTES = 32 * 1024
 #: The apiserver's limit on a field manager's name.
 MAX_FIELD_MANAGER = 128
+#: This library's limit on the nesting of ``data`` (the apiserver's is deeper): the claim
+#: that comes back is decoded by Python's json, which recurses.
+MAX_DATA_DEPTH = 64
 
 _INT64 = 2**63
 
@@ -629,6 +632,31 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _depth(value: Any) -> int:
+    """How many objects and lists ``value`` nests (0 for a scalar); without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` with its mappings as dicts and its tuples as lists: what json.dumps
+    writes (nested at most MAX_DATA_DEPTH and a few levels, checked before)."""
+    if isinstance(value, Mapping):
+        return {key: _as_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(item) for item in value]
+    return value
+
+
 def _timed(
     claim: Claim, key: Mapping[str, Any], conditions: Sequence[Mapping[str, Any]]
 ) -> list[Any]:
@@ -744,10 +772,12 @@ class DeviceStatusWriter:
             entry["data"] = data
         if network_data is not None:
             entry["networkData"] = network_data
+        self._refuse(None, namespace, name, entry)  # before any request
         version = self._api.current()
         self._refuse(version, namespace, name, entry)
-        stored = self._apply(version, namespace, name, uid, entry, entry)
-        self._check_stored(f"{namespace}/{name}", stored, entry)
+        sent = _as_json(entry)
+        stored = self._apply(version, namespace, name, uid, sent, sent)
+        self._check_stored(f"{namespace}/{name}", stored, sent)
         return stored
 
     def clear(
@@ -760,6 +790,7 @@ class DeviceStatusWriter:
         the entries of a deallocated claim itself."""
         namespace, name, uid = _claim_id(claim)
         key = self._key(pool, device, share_id)
+        self._refuse(None, namespace, name, key)
         version = self._api.current()
         self._refuse(version, namespace, name, key)
         return self._apply(version, namespace, name, uid, key, None)
@@ -771,13 +802,24 @@ class DeviceStatusWriter:
         return key
 
     def _refuse(
-        self, version: SliceVersion, namespace: str, name: str, entry: Mapping[str, Any]
+        self, version: SliceVersion | None, namespace: str, name: str, entry: Mapping[str, Any]
     ) -> None:
-        """ValidationError for what the apiserver would refuse in ``entry``."""
-        problems = device_status_problems(entry)
-        if "shareID" in entry and version.release is not None and version.release < (1, 34):
+        """ValidationError for what the apiserver would refuse in ``entry`` (or this
+        library's limits); with ``version``, for what its release lacks."""
+        if version is None:
+            problems = device_status_problems(entry)
+            if not (namespace and name):
+                problems.append("claim: its metadata.namespace and metadata.name are required")
+            if _depth(entry.get("data")) > MAX_DATA_DEPTH:
+                problems.append(
+                    f"data: nested more than {MAX_DATA_DEPTH} levels deep (a limit of this "
+                    "library: the claim is read back with Python's json, which recurses)"
+                )
+        elif "shareID" in entry and version.release is not None and version.release < (1, 34):
             major, minor = version.release
-            problems.append(f"shareID: needs Kubernetes 1.34 or later, not {major}.{minor}")
+            problems = [f"shareID: needs Kubernetes 1.34 or later, not {major}.{minor}"]
+        else:
+            problems = []
         if problems:
             where = f"{entry.get('driver')}/{entry.get('pool')}/{entry.get('device')}"
             raise ValidationError(
