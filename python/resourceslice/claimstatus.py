@@ -52,7 +52,7 @@ from kubernetes.client.exceptions import ApiException
 from resourceslice._apiversion import ResourceSliceAPI, SliceVersion
 from resourceslice._http import request
 from resourceslice._pycore.validate import is_dns_label, is_dns_subdomain, is_driver_name
-from resourceslice.api import ResourceSliceError, ValidationError
+from resourceslice.api import ResourceSliceError, ValidationError, _PickledByFields
 
 #: The API's limits of one ``status.devices`` entry (``k8s.io/api/resource/v1``).
 MAX_CONDITIONS = 8
@@ -124,10 +124,12 @@ class ClaimKey(Protocol):
 Claim = Union[Mapping[str, Any], ClaimKey]
 
 
-class DeviceStatusConflictError(ResourceSliceError):
+class DeviceStatusConflictError(_PickledByFields, ResourceSliceError):
     """The apiserver refused the write: other field managers own fields of the entry with
     other values. ``managers`` names them, ``fields`` the fields (as the apiserver gives
     them); nothing was written. The write is never forced: whoever owns the field decides."""
+
+    _fields = ("claim", "managers", "fields")
 
     def __init__(self, claim: str, managers: Sequence[str], fields: Sequence[str]) -> None:
         self.claim = claim
@@ -140,11 +142,13 @@ class DeviceStatusConflictError(ResourceSliceError):
         )
 
 
-class DeviceStatusDroppedError(ResourceSliceError):
+class DeviceStatusDroppedError(_PickledByFields, ResourceSliceError):
     """The apiserver accepted the write but did not store all of it: ``paths`` names what
     it dropped. ``status.devices`` needs the ``DRAResourceClaimDeviceStatus`` feature gate
     (alpha and off in Kubernetes 1.32, on from 1.33); ``shareID`` needs
     ``DRAConsumableCapacity``."""
+
+    _fields = ("claim", "paths")
 
     def __init__(self, claim: str, paths: Sequence[str]) -> None:
         self.claim = claim
