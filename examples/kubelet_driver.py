@@ -4,7 +4,8 @@ Runs as a DaemonSet pod on each node (examples/kubelet-driver.yaml): it publishe
 devices as ResourceSlices (the Node owns them), registers with kubelet, and, when a pod that
 was allocated some of its devices starts, writes a CDI spec for the pod's claim so that the
 container runtime gives each container its devices (here: an environment variable per
-device; a real driver adds device nodes and mounts).
+device; a real driver adds device nodes and mounts), and reports each device ``Ready`` in the
+claim's ``status.devices``.
 
     NODE_NAME=... POD_UID=... python examples/kubelet_driver.py   # in the pod
 
@@ -14,6 +15,7 @@ Needs ``pip install resourceslice[kubelet]``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
 import threading
@@ -25,6 +27,7 @@ import resourceslice as rs
 from resourceslice import kubeletplugin
 
 DRIVER = "demo.example.com"
+log = logging.getLogger("demo-driver")
 
 
 @dataclasses.dataclass
@@ -41,9 +44,15 @@ class DemoDriver:
     """Four demo devices per node; preparing one gives the container ``DEMO_DEVICE_<n>=1``
     (and ``DEMO_DEVICE_<n>_GREETING`` when configured)."""
 
-    def __init__(self, cdi: kubeletplugin.CDISpecWriter, count: int = 4) -> None:
+    def __init__(
+        self,
+        cdi: kubeletplugin.CDISpecWriter,
+        count: int = 4,
+        device_status: rs.DeviceStatusWriter | None = None,
+    ) -> None:
         self.cdi = cdi
         self.count = count
+        self.device_status = device_status
 
     def devices(self) -> list[rs.Device]:
         """The node's devices, in the REST JSON shape (what ``kubectl get -o json`` shows)."""
@@ -70,7 +79,29 @@ class DemoDriver:
         devices = kubeletplugin.allocated_devices(claim, self.cdi.driver, DemoConfig)
         edits = {d.name: self.container_edits(d.name, d.config) for d in devices}
         cdi_ids = self.cdi.write_claim(claim["metadata"]["uid"], edits)
+        for d in devices:
+            self.report_ready(claim, d, edits[d.name]["env"])
         return [d.prepared([cdi_ids[d.name]]) for d in devices]
+
+    def report_ready(
+        self,
+        claim: kubeletplugin.ResourceClaim,
+        device: kubeletplugin.AllocatedDevice[Any],
+        env: list[str],
+    ) -> None:
+        """The device's entry in the claim's status: Ready, and what its containers get. For
+        this driver the status is information only: a failure to write it (a cluster that
+        keeps no device status, as 1.32 by default) is logged and the device is prepared."""
+        if self.device_status is None:
+            return
+        try:
+            self.device_status.set(
+                claim, pool=device.pool, device=device.name, share_id=device.share_id,
+                conditions=[{"type": "Ready", "status": "True", "reason": "Prepared"}],
+                data={"env": env},
+            )  # fmt: skip
+        except (rs.ResourceSliceError, kubernetes.client.ApiException) as exc:
+            log.warning("status of %s/%s not written: %s", device.pool, device.name, exc)
 
     def unprepare_resource_claims(
         self, claims: list[kubeletplugin.ClaimRef]
@@ -91,7 +122,9 @@ def run(
 ) -> kubeletplugin.Helper:
     """Start the kubelet plugin and publish the node's ``devices``; ``options`` go to
     :func:`kubeletplugin.start` (e.g. other directories than kubelet's defaults)."""
-    driver = DemoDriver(kubeletplugin.CDISpecWriter(DRIVER, cdi_dir=cdi_dir), devices)
+    # Each device's status is written as this node's plugin ("<driver>/<node>/...").
+    status = rs.DeviceStatusWriter(api_client, driver=DRIVER, node_name=node_name)
+    driver = DemoDriver(kubeletplugin.CDISpecWriter(DRIVER, cdi_dir=cdi_dir), devices, status)
     helper = kubeletplugin.start(
         driver,
         driver=DRIVER,

@@ -24,6 +24,11 @@ from resourceslice.api import (
     Stats,
     ValidationError,
 )
+from resourceslice.claimstatus import (
+    DeviceStatusConflictError,
+    DeviceStatusDroppedError,
+    DeviceStatusWriter,
+)
 from resourceslice.controller import (
     Controller,
     ControllerOptions,
@@ -76,6 +81,9 @@ __all__ = [
     "DeviceAttribute",
     "DeviceCapacity",
     "DeviceCounterConsumption",
+    "DeviceStatusConflictError",
+    "DeviceStatusDroppedError",
+    "DeviceStatusWriter",
     "DeviceTaint",
     "DriverResources",
     "DroppedFieldsError",

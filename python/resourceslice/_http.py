@@ -98,8 +98,11 @@ def request(
     timeout: tuple[float, float] | None = None,
     total: float | None = None,
     deadline: float | None = None,
+    content_type: str = "application/json",
 ) -> Any:
     """``method`` ``path``; the urllib3 response, or ApiException if the status is not 2xx.
+
+    ``content_type``: the body's (a patch has its own: ``application/apply-patch+yaml``).
 
     With ``stream`` the body is left unread, to be read in chunks (a watch); hand the
     connection back with ``release_conn()``. Otherwise the body is in ``.data``.
@@ -126,7 +129,7 @@ def request(
     headers = dict(api_client.default_headers)
     headers["Accept"] = "application/json"
     if body is not None:
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = content_type
     if api_client.cookie:
         headers["Cookie"] = api_client.cookie
     # May run a kubeconfig exec plugin (the client gives it no timeout): before the time

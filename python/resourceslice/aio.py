@@ -26,12 +26,13 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from resourceslice._kubeconfig import default_api_client, kubeconfig_paths
 from resourceslice.api import DriverResources, Stats
+from resourceslice.claimstatus import DeviceStatusWriter
 from resourceslice.controller import (
     Controller,
     ControllerOptions,
@@ -50,11 +51,13 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from resourceslice._http import ClosingApiClient
+    from resourceslice.claimstatus import Claim, DeviceCondition, NetworkDeviceData
     from resourceslice.types import Device, KubernetesModel
 
 __all__ = [
     "AsyncController",
     "AsyncControllerOptions",
+    "AsyncDeviceStatusWriter",
     "AsyncErrorHandler",
     "StartingController",
     "start_controller",
@@ -329,3 +332,54 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
 
     threading.Thread(target=run, name="resourceslice-aio-wait", daemon=True).start()
     return await done
+
+
+class AsyncDeviceStatusWriter:
+    """:class:`~resourceslice.DeviceStatusWriter` for asyncio drivers: each write is a
+    request to the apiserver, made in the loop's default executor and awaited, so the loop
+    runs meanwhile. ``writer`` is the blocking writer it uses (the same field managers)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        driver: str,
+        node_name: str | None = None,
+        field_manager: str | None = None,
+    ) -> None:
+        self.writer = DeviceStatusWriter(
+            api_client, driver=driver, node_name=node_name, field_manager=field_manager
+        )
+
+    async def set(
+        self,
+        claim: Claim,
+        *,
+        pool: str,
+        device: str,
+        share_id: str | None = None,
+        conditions: Sequence[DeviceCondition] = (),
+        data: Mapping[str, Any] | None = None,
+        network_data: NetworkDeviceData | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`resourceslice.DeviceStatusWriter.set`, awaited."""
+        call = functools.partial(
+            self.writer.set,
+            claim,
+            pool=pool,
+            device=device,
+            share_id=share_id,
+            conditions=conditions,
+            data=data,
+            network_data=network_data,
+        )
+        return await asyncio.get_running_loop().run_in_executor(None, call)
+
+    async def clear(
+        self, claim: Claim, *, pool: str, device: str, share_id: str | None = None
+    ) -> dict[str, Any]:
+        """:meth:`resourceslice.DeviceStatusWriter.clear`, awaited."""
+        call = functools.partial(
+            self.writer.clear, claim, pool=pool, device=device, share_id=share_id
+        )
+        return await asyncio.get_running_loop().run_in_executor(None, call)

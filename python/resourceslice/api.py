@@ -123,13 +123,15 @@ class _PickledByFields:
 
 
 class ValidationError(_PickledByFields, ValueError, ResourceSliceError):
-    """The desired resources are invalid; ``errors`` lists every problem with its path."""
+    """Input the apiserver would refuse (the desired resources, a claim's device status);
+    ``errors`` lists every problem with its path, ``summary`` says what was checked."""
 
-    _fields = ("errors",)
+    _fields = ("errors", "summary")
 
-    def __init__(self, errors: Sequence[str]) -> None:
+    def __init__(self, errors: Sequence[str], summary: str = "invalid driver resources") -> None:
         self.errors: list[str] = list(errors)
-        super().__init__("invalid driver resources:\n  " + "\n  ".join(self.errors))
+        self.summary = summary
+        super().__init__(f"{summary}:\n  " + "\n  ".join(self.errors))
 
 
 class DroppedFieldsError(_PickledByFields, ResourceSliceError):

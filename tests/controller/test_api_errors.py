@@ -26,6 +26,15 @@ import resourceslice as rs
         (rs.ConflictingWriterError("p", "s-2"), {"pool": "p", "slice_name": "s-2"}),
         (rs.SliceExistsError("p", ("a", "b")), {"pool": "p", "slice_names": ["a", "b"]}),
         (rs.ValidationError(["x: bad", "y: worse"]), {"errors": ["x: bad", "y: worse"]}),
+        (
+            rs.ValidationError(["x: bad"], summary="invalid status"),
+            {"errors": ["x: bad"], "summary": "invalid status"},
+        ),
+        (
+            rs.DeviceStatusConflictError("ns/c", ["other"], [".status.devices[x].data"]),
+            {"claim": "ns/c", "managers": ["other"], "fields": [".status.devices[x].data"]},
+        ),
+        (rs.DeviceStatusDroppedError("ns/c", ["status.devices"]), {"paths": ["status.devices"]}),
     ],
 )
 def test_errors_survive_pickling(error: Exception, fields: dict[str, object]) -> None:

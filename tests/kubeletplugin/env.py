@@ -37,10 +37,12 @@ def allocated_claim(
     version: str = "v1",
     config: Sequence[dict[str, Any]] = (),
     class_config: Sequence[dict[str, Any]] = (),
+    node_name: str | None = None,
 ) -> dict[str, Any]:
     """A ResourceClaim for ``devices`` of ``driver``, created and allocated as the scheduler
     would (status.allocation written through the status subresource), in ``version`` of
-    resource.k8s.io.
+    resource.k8s.io; on ``node_name`` when given (the scheduler's node selector for devices
+    local to one node: the apiserver associates the claim with that node by it).
 
     ``config``: the claim's ``spec.devices.config``; ``class_config``: the DeviceClass's
     ``spec.config``. The allocation carries both as the scheduler copies them: the class's
@@ -76,6 +78,11 @@ def allocated_claim(
             }
         }
     }
+    if node_name is not None:
+        field = {"key": "metadata.name", "operator": "In", "values": [node_name]}
+        claim["status"]["allocation"]["nodeSelector"] = {
+            "nodeSelectorTerms": [{"matchFields": [field]}]
+        }
     path = f"{claims_path(version)}/{name}/status"
     allocated: dict[str, Any] = json.loads(
         send_json(client, "PUT", path, json.dumps(claim).encode())

@@ -83,6 +83,25 @@ def test_example_driver(
             ["DEMO_DEVICE_1=1"],
             ["DEMO_DEVICE_3=1"],
         ]
+        # Each prepared device is Ready in the claim's status, written as this node's plugin.
+        stored = json.loads(
+            get_json(
+                kube_client,
+                f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{claim_name}",
+            )
+        )
+        status = {e["device"]: e for e in stored["status"]["devices"]}
+        assert {d: (e["conditions"][0]["type"], e["data"]) for d, e in status.items()} == {
+            "demo-1": ("Ready", {"env": ["DEMO_DEVICE_1=1"]}),
+            "demo-3": ("Ready", {"env": ["DEMO_DEVICE_3=1"]}),
+        }
+        writers = {
+            m["manager"] for m in stored["metadata"]["managedFields"] if m["operation"] == "Apply"
+        }
+        assert writers == {
+            f"{driver}/{node_name}/{node_name}/demo-1",
+            f"{driver}/{node_name}/{node_name}/demo-3",
+        }
 
         assert kubelet.unprepare(driver, [claim])["claims"][uid(claim)]["error"] == ""
         assert list(cdi_dir.iterdir()) == []

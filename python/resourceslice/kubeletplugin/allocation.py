@@ -52,6 +52,11 @@ class AllocatedDevice(Generic[_C]):
     def name(self) -> str:
         return self.result["device"]
 
+    @property
+    def share_id(self) -> str | None:
+        """The allocation's share ID, for a device allocated to several claims at once."""
+        return self.result.get("shareID")
+
     def prepared(self, cdi_device_ids: Sequence[str] = ()) -> Device:
         """The :class:`Device` to report for it once prepared, its share ID included."""
         return Device(
@@ -59,7 +64,7 @@ class AllocatedDevice(Generic[_C]):
             device_name=self.name,
             requests=[self.request],
             cdi_device_ids=cdi_device_ids,
-            share_id=self.result.get("shareID"),
+            share_id=self.share_id,
         )
 
 

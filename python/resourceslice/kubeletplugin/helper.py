@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from resourceslice._apiversion import GROUP, ResourceSliceAPI
 from resourceslice._http import REQUEST_TIMEOUT, get_json, request
 from resourceslice.api import DriverResources, Owner
+from resourceslice.claimstatus import DeviceStatusWriter
 from resourceslice.controller import Controller, ErrorHandler, start_controller
 from resourceslice.kubeletplugin._pb import (
     dra_v1_pb2_grpc,
@@ -116,6 +117,11 @@ class Helper:
         # Claims are read in the newest resource.k8s.io version served, which the slices'
         # discovery finds (one group, one answer).
         self._claim_api = ResourceSliceAPI(api_client) if api_client is not None else None
+        self._device_status = (
+            DeviceStatusWriter(api_client, driver=driver, node_name=node_name)
+            if api_client is not None
+            else None
+        )
         self._serializer = Serializer(serialize, lock_file)
         self._loop = CallbackLoop(loop)
         self._error_handler = error_handler or _log_error
@@ -246,6 +252,16 @@ class Helper:
                 )
             else:
                 self._controller.update(resources)
+
+    @property
+    def device_status(self) -> DeviceStatusWriter:
+        """Writes this driver's entries of a claim's ``status.devices`` (conditions, data,
+        network data of a device), as this node's plugin: each entry's field manager is
+        ``<driver>/<node>/<pool>/<device>``. See :mod:`resourceslice.claimstatus`.
+        ValueError without an ``api_client``."""
+        if self._device_status is None:
+            raise ValueError("no api_client: device status cannot be written")
+        return self._device_status
 
     @property
     def controller(self) -> Controller | None:
