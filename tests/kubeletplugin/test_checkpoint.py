@@ -371,6 +371,42 @@ def test_a_claim_gone_while_the_plugin_was_down_is_unprepared_at_start(
     assert node.reconciled().unprepared == [] and driver.unprepared == []
 
 
+def test_the_metrics_count_what_the_checkpoint_did(node: Node, kubelet: KubeletHarness) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from resourceslice.kubeletplugin import metrics
+
+    node.start()
+    kubelet.wait_registered(node.driver)
+    claims = [node.claim("a", ["dev-0"]), node.claim("b", ["dev-1"])]
+    for claim in claims:
+        prepared(kubelet.prepare(node.driver, [claim]), claim)
+    node.stop()
+    delete_claim(node.client, claims[0]["metadata"]["name"])
+    seen = len(kubelet.events())
+    node.start()
+    node.reconciled()
+    kubelet.wait_registered(node.driver, after=seen)
+    prepared(kubelet.prepare(node.driver, [claims[1]]), claims[1])
+
+    registry = CollectorRegistry()
+    assert node.helper is not None
+    metrics.register(node.helper, registry=registry)
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"driver": node.driver, **labels})
+
+    assert value("resourceslice_checkpoint_claims") == 1
+    assert value("resourceslice_checkpoint_usable") == 1
+    # This process's: the repeated prepare answered, the gone claim unprepared at start.
+    assert value("resourceslice_checkpoint_prepares_total", source="checkpoint") == 1
+    assert value("resourceslice_checkpoint_prepares_total", source="driver") == 0
+    assert value("resourceslice_checkpoint_unprepares_total") == 1
+    assert value("resourceslice_checkpoint_reconciled_total", action="claim_unprepared") == 1
+    assert value("resourceslice_checkpoint_reconciled_total", action="cdi_spec_removed") == 0
+    assert value("resourceslice_checkpoint_set_aside_total") == 0
+
+
 def test_a_failed_unprepare_at_start_is_reported_and_the_record_kept(
     node: Node, kubelet: KubeletHarness
 ) -> None:
