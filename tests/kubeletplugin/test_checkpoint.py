@@ -39,6 +39,7 @@ class PartitionDriver:
         self.unprepared: list[tuple[str, Any]] = []
         self.unprepare_error: str | None = None
         self.data: Any = None  # what to record instead of the partition, when set
+        self.fail_after_write: str | None = None  # prepare fails once the spec is written
 
     def prepare_resource_claims(
         self, claims: list[kubeletplugin.ResourceClaim]
@@ -53,6 +54,8 @@ class PartitionDriver:
         ids = self.cdi.write_claim(
             claim_uid, {d.name: {"env": [f"PARTITION={partition}"]} for d in mine}
         )
+        if self.fail_after_write is not None:
+            raise RuntimeError(self.fail_after_write)
         data = {"partition": partition} if self.data is None else self.data
         return kubeletplugin.PrepareResult(
             devices=[d.prepared([ids[d.name]]) for d in mine], data=data
@@ -273,7 +276,9 @@ def test_a_checkpoint_not_written_fails_the_claim_and_the_retry_prepares_again(
 ) -> None:
     driver = node.start()
     kubelet.wait_registered(node.driver)
-    claim = node.claim("one", ["dev-0"])
+    first, claim = node.claim("a", ["dev-0"]), node.claim("b", ["dev-1"])
+    prepared(kubelet.prepare(node.driver, [first]), first)
+    before = node.checkpoint.read_text()
     real_fsync = os.fsync
 
     def disk_full(fd: int) -> None:
@@ -286,14 +291,16 @@ def test_a_checkpoint_not_written_fails_the_claim_and_the_retry_prepares_again(
     error = kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]["error"]
     assert "prepared, but the checkpoint was not written" in error
     assert "No space left on device" in error
-    assert not node.checkpoint.exists()
+    assert node.checkpoint.read_text() == before
     assert [msg for _, msg in node.errors] == ["the checkpoint was not written"]
-    assert [p.name for p in node.plugin_dir.iterdir() if "checkpoint" in p.name] == []
+    assert [p.name for p in node.plugin_dir.iterdir() if "checkpoint" in p.name] == [
+        checkpoint_file.FILE_NAME
+    ]
 
     monkeypatch.setattr(os, "fsync", real_fsync)
     prepared(kubelet.prepare(node.driver, [claim]), claim)
-    assert driver.prepared == [uid(claim), uid(claim)]
-    assert list(node.records()) == [uid(claim)]
+    assert driver.prepared == [uid(first), uid(claim), uid(claim)]
+    assert sorted(node.records()) == sorted([uid(first), uid(claim)])
 
 
 def test_a_restart_restores_the_recorded_cdi_specs_and_removes_the_drivers_others(
@@ -336,6 +343,25 @@ def test_a_restart_restores_the_recorded_cdi_specs_and_removes_the_drivers_other
     kubelet.wait_registered(node.driver, after=seen)
     prepared(kubelet.prepare(node.driver, [claim]), claim)
     assert driver.prepared == []
+
+
+def test_a_spec_of_a_prepare_that_never_finished_is_removed_at_start(
+    node: Node, kubelet: KubeletHarness
+) -> None:
+    """The very first prepare on a node writes its spec and fails (or the plugin dies): the
+    directory was recorded before the spec was written, so the next start finds it."""
+    driver = node.start()
+    kubelet.wait_registered(node.driver)
+    driver.fail_after_write = "partition not ready"
+    claim = node.claim("one", ["dev-0"])
+    error = kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]["error"]
+    assert error == "RuntimeError: partition not ready"
+    spec = node.cdi_dir / f"{node.driver}-{uid(claim)}.json"
+    assert spec.exists() and node.records() == {}
+
+    node.start()
+    assert node.reconciled().cdi_specs_removed == [str(spec)]
+    assert not spec.exists()
 
 
 def test_a_claim_gone_while_the_plugin_was_down_is_unprepared_at_start(

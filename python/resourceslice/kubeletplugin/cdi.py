@@ -18,10 +18,10 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from resourceslice.kubeletplugin.registration import check_driver_name
 
@@ -43,28 +43,41 @@ _VENDOR_OR_CLASS = re.compile(r"[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?")
 # named ``x-y`` (``x-y-<uid>.json``) for its own.
 _APISERVER_UID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
-#: Per claim UID, the spec files written (path: spec) or removed (path: None) by writers
-#: while the helper runs a prepare call: a context variable, so that it follows the call into
-#: a coroutine callback (asyncio copies the context into the tasks it starts).
-Journal = dict[str, dict[str, Optional[dict[str, Any]]]]
+
+class Journal:
+    """What writers do while the helper runs a prepare call: per claim UID, the spec files
+    written (``claims[uid][path]``: the spec) or removed (None). ``before_write(directory)``
+    is called before a writer first writes into a directory (the helper records it, so that
+    a crash right after the write leaves a spec it will look for)."""
+
+    def __init__(self, before_write: Callable[[Path], None] | None = None) -> None:
+        self.claims: dict[str, dict[str, dict[str, Any] | None]] = {}
+        self._before_write = before_write
+        self._directories: set[Path] = set()
+
+    def directory(self, directory: Path) -> None:
+        if self._before_write is not None and directory not in self._directories:
+            self._before_write(directory)
+            self._directories.add(directory)
+
+    def note(self, claim_uid: str, path: Path, spec: dict[str, Any] | None) -> None:
+        self.claims.setdefault(claim_uid, {})[str(path)] = spec
+
+
+# A context variable, so that it follows the call into a coroutine callback (asyncio copies
+# the context into the tasks it starts).
 _journal: ContextVar[Journal | None] = ContextVar("resourceslice_cdi_journal", default=None)
 
 
 @contextlib.contextmanager
-def journal() -> Iterator[Journal]:
-    """What writers write and remove in this context (and tasks started from it), by claim."""
-    written: Journal = {}
+def journal(before_write: Callable[[Path], None] | None = None) -> Iterator[Journal]:
+    """What writers write and remove in this context (and tasks started from it)."""
+    written = Journal(before_write)
     token = _journal.set(written)
     try:
         yield written
     finally:
         _journal.reset(token)
-
-
-def _note(claim_uid: str, path: Path, spec: dict[str, Any] | None) -> None:
-    written = _journal.get()
-    if written is not None:
-        written.setdefault(claim_uid, {})[str(path)] = spec
 
 
 def write_spec_file(path: Path, spec: Mapping[str, Any]) -> None:
@@ -161,12 +174,18 @@ class CDISpecWriter:
                 raise ValueError(f"device name {name!r} cannot be part of a CDI device name")
             spec_devices.append({"name": cdi_name, "containerEdits": dict(edits)})
         spec = {"cdiVersion": self.cdi_version, "kind": self.kind, "devices": spec_devices}
+        written = _journal.get()
+        if written is not None:
+            written.directory(self.cdi_dir)
         write_spec_file(path, spec)
-        _note(claim_uid, path, spec)
+        if written is not None:
+            written.note(claim_uid, path, spec)
         return {name: self.device_id(claim_uid, name) for name in devices}
 
     def remove_claim(self, claim_uid: str) -> None:
         """Remove the claim's spec; nothing to do if there is none (unprepare is repeated)."""
         path = self.spec_path(claim_uid)
         path.unlink(missing_ok=True)
-        _note(claim_uid, path, None)
+        written = _journal.get()
+        if written is not None:
+            written.note(claim_uid, path, None)

@@ -261,7 +261,7 @@ class Checkpoint:
         self, claims: list[ResourceClaim], digests: Mapping[str, str], deadline: float | None
     ) -> dict[str, PrepareResult]:
         """The driver's prepare, and its successes recorded (the file written once)."""
-        with journal() as written:
+        with journal(self._before_cdi_write) as written:
             try:
                 got = self._loop.resolve(self._plugin.prepare_resource_claims(claims), deadline)
             except Exception as exc:
@@ -277,7 +277,7 @@ class Checkpoint:
             results[uid] = result
             if not _ok(result.error):
                 continue
-            specs = {p: s for p, s in written.get(uid, {}).items() if s is not None}
+            specs = {p: s for p, s in written.claims.get(uid, {}).items() if s is not None}
             record = ClaimRecord(
                 uid=uid,
                 namespace=meta["namespace"],
@@ -317,6 +317,13 @@ class Checkpoint:
             return results
         self._count("recorded", len(added))
         return results
+
+    def _before_cdi_write(self, directory: Path) -> None:
+        """A directory the driver writes CDI specs into is recorded before its first spec,
+        which a crash right after would leave behind unrecorded: the next start looks there.
+        (On the thread of the driver's callback, while the call holds the lock.)"""
+        if str(directory) not in self._file.state.cdi_dirs:
+            self._file.save(self._file.state.records, {str(directory)})
 
     def unprepare(self, refs: Sequence[ClaimRef], deadline: float | None) -> UnprepareResults:
         """The driver's unprepare with each claim's record; records of successes removed."""
