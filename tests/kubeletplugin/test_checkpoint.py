@@ -5,6 +5,7 @@ read."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import json
@@ -531,6 +532,35 @@ def test_a_checkpoint_of_another_version_is_kept_and_calls_fail_until_it_is_move
     node.start()
     kubelet.wait_registered(node.driver, after=seen)
     prepared(kubelet.prepare(node.driver, [claim]), claim)
+
+
+class AsyncPartitionDriver(PartitionDriver):
+    """The same driver with coroutine callbacks, which write their specs on the loop."""
+
+    async def prepare_resource_claims(  # type: ignore[override]
+        self, claims: list[kubeletplugin.ResourceClaim]
+    ) -> dict[str, kubeletplugin.PrepareResult]:
+        await asyncio.sleep(0)
+        return PartitionDriver.prepare_resource_claims(self, claims)
+
+    async def unprepare_resource_claims(  # type: ignore[override]
+        self, claims: list[kubeletplugin.ClaimRef]
+    ) -> dict[str, BaseException | None]:
+        return PartitionDriver.unprepare_resource_claims(self, claims)
+
+
+def test_a_coroutine_callbacks_specs_are_recorded_too(node: Node, kubelet: KubeletHarness) -> None:
+    """The specs written on the event loop are the call's: the record follows the call's
+    context into the coroutine's task."""
+    driver = node.start(AsyncPartitionDriver(node.driver, node.cdi_dir))
+    kubelet.wait_registered(node.driver)
+    claim = node.claim("one", ["dev-0"])
+    prepared(kubelet.prepare(node.driver, [claim]), claim)
+    spec = node.cdi_dir / f"{node.driver}-{uid(claim)}.json"
+    assert node.records()[uid(claim)]["cdiSpecs"] == {str(spec): json.loads(spec.read_text())}
+    data = node.records()[uid(claim)]["data"]
+    assert kubelet.unprepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
+    assert driver.unprepared == [(uid(claim), data)]
 
 
 def test_a_driver_that_keeps_its_own_turns_it_off(node: Node, kubelet: KubeletHarness) -> None:
