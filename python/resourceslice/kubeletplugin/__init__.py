@@ -53,7 +53,8 @@ from resourceslice.kubeletplugin.claims import (
 )
 from resourceslice.kubeletplugin.config import ConfigError, decode_config
 from resourceslice.kubeletplugin.helper import Helper, start
-from resourceslice.kubeletplugin.prepared import Checkpoint, CheckpointStats, Reconciliation
+from resourceslice.kubeletplugin.prepared import Checkpoint, CheckpointStats
+from resourceslice.kubeletplugin.reconcile import Reconciliation
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
     DRA_V1BETA1,

@@ -4,7 +4,7 @@ kubelet's unprepare call names a claim only (namespace, name, UID), and kubelet 
 prepare calls (after a plugin crash, after its own restart). So what a prepare did must
 outlive the process: the helper records each claim the driver prepared, with what prepare
 returned and what the driver chose to record (``PrepareResult.data``), in this file, before
-kubelet gets the answer (see :mod:`~resourceslice.kubeletplugin.recorded` for what the
+kubelet gets the answer (see :mod:`~resourceslice.kubeletplugin.prepared` for what the
 helper does with it).
 
 The file is ``{"version": 1, "checksum": "sha256:<hex>", "checkpoint": {...}}``: the checksum

@@ -10,35 +10,30 @@ what the helper puts right when it starts.
   answered.
 - **unprepare**: the driver gets each claim's record (``ClaimRef.record``); once it
   succeeded, the record goes, and the CDI specs recorded with it.
-- **at start**, before kubelet can call: the CDI specs of recorded claims are written again
-  where they are missing or differ (``/var/run/cdi`` is often a tmpfs: a reboot empties it),
-  and the driver's specs of claims that are not recorded are removed (a crash between
-  writing a spec and recording the claim leaves one). Then, in the background, each recorded
-  claim is looked up, and those that no longer exist (deleted, or replaced under the same
-  name) are handed to the driver's unprepare, once; a failure is reported, and the record
-  kept for the next start (or for kubelet's own unprepare).
+- **at start**, before kubelet can call: the CDI directories are put right; then, in the
+  background, the recorded claims that no longer exist are handed to the driver's unprepare,
+  once; a failure is reported, and the record kept for the next start (or for kubelet's own
+  unprepare). What each step does: :mod:`~resourceslice.kubeletplugin.reconcile`.
 
-The file, and what happens to one that cannot be read: :mod:`.checkpoint`.
+The file, and what happens to one that cannot be read:
+:mod:`~resourceslice.kubeletplugin.checkpoint`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
 
 from resourceslice._errortext import describe_error
 from resourceslice.controller import ErrorHandler
 from resourceslice.kubeletplugin.callbacks import CallbackLoop
-from resourceslice.kubeletplugin.cdi import claim_spec_files, journal, write_spec_file
+from resourceslice.kubeletplugin.cdi import journal, write_spec_file
 from resourceslice.kubeletplugin.checkpoint import (
     CheckpointError,
     CheckpointFile,
@@ -46,6 +41,13 @@ from resourceslice.kubeletplugin.checkpoint import (
     check_json,
 )
 from resourceslice.kubeletplugin.claims import ResourceClaim
+from resourceslice.kubeletplugin.reconcile import (
+    ReadClaim,
+    Reconciliation,
+    gone_claims,
+    remove_unrecorded_specs,
+    restore_specs,
+)
 from resourceslice.kubeletplugin.serialize import Serializer
 from resourceslice.kubeletplugin.service import error_text
 from resourceslice.kubeletplugin.types import (
@@ -58,36 +60,8 @@ from resourceslice.kubeletplugin.types import (
 
 log = logging.getLogger("resourceslice.kubeletplugin")
 
-#: The claim ``(namespace, name)`` as the apiserver has it now; None when there is none.
-ReadClaim = Callable[[str, str], Optional[Mapping[str, Any]]]
 
 _NO_RESULT = "the driver returned no result for this claim"
-
-
-@dataclass
-class Reconciliation:
-    """What the helper put right when it started (:meth:`Checkpoint.wait_reconciled`).
-
-    ``set_aside``: where an unreadable checkpoint was moved (its records are lost: the
-    driver is called again for those claims). ``cdi_specs_restored``,
-    ``cdi_specs_removed``: spec files written again from the records, and the driver's files
-    of claims not recorded. ``unprepared``: recorded claims that no longer exist, which the
-    driver unprepared; ``unprepare_failed``: those it failed to (UID: error; kept for the
-    next start); ``unchecked``: records whose claim could not be read (UID: error; kept).
-    ``unusable``: why the checkpoint could not be used at all (nothing else was done).
-    ``deferred``: another instance (the old pod of a rolling update) held the lock at start,
-    so nothing was done: kubelet's first call reads the file and puts the CDI directories
-    right, and no claim is looked up (the other instance was serving kubelet meanwhile).
-    """
-
-    set_aside: str | None = None
-    deferred: bool = False
-    unusable: str | None = None
-    cdi_specs_restored: list[str] = field(default_factory=list)
-    cdi_specs_removed: list[str] = field(default_factory=list)
-    unprepared: list[ClaimRef] = field(default_factory=list)
-    unprepare_failed: dict[str, str] = field(default_factory=dict)
-    unchecked: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -421,28 +395,11 @@ class Checkpoint:
             )
             return
         records = self._file.state.records
-        # A file that cannot be written or removed is reported, not raised: a plugin that
-        # does not start is restarted, and would fail the same way again.
-        for record in records.values():
-            for path, spec in record.cdi_specs.items():
-                if _read_json(Path(path)) != spec:
-                    try:
-                        write_spec_file(Path(path), spec)
-                    except OSError as exc:
-                        self._error_handler(exc, f"CDI spec {path} not restored")
-                        continue
-                    report.cdi_specs_restored.append(path)
+        restore_specs(records.values(), report, self._error_handler)
         # After a set-aside nothing is known of what is prepared: every spec would go.
         if aside is None:
-            for directory in sorted(self._file.state.cdi_dirs):
-                for uid, spec_path, temporary in claim_spec_files(self.driver, Path(directory)):
-                    if temporary or uid not in records:
-                        try:
-                            spec_path.unlink(missing_ok=True)
-                        except OSError as exc:
-                            self._error_handler(exc, f"CDI spec {spec_path} not removed")
-                            continue
-                        report.cdi_specs_removed.append(str(spec_path))
+            dirs = self._file.state.cdi_dirs
+            remove_unrecorded_specs(self.driver, dirs, records, report, self._error_handler)
         self._count("cdi_specs_restored", len(report.cdi_specs_restored))
         self._count("cdi_specs_removed", len(report.cdi_specs_removed))
         log.info(
@@ -473,17 +430,7 @@ class Checkpoint:
     def _unprepare_gone(
         self, read_claim: ReadClaim, stopping: threading.Event, report: Reconciliation
     ) -> None:
-        gone: list[ClaimRecord] = []
-        for record in list(self._file.state.records.values()):
-            if stopping.is_set():
-                return
-            try:
-                claim = read_claim(record.namespace, record.name)
-            except Exception as exc:
-                report.unchecked[record.uid] = describe_error(exc)
-                continue
-            if claim is None or (claim.get("metadata") or {}).get("uid") != record.uid:
-                gone.append(record)
+        gone = gone_claims(list(self._file.state.records.values()), read_claim, stopping, report)
         self._count("claims_unchecked", len(report.unchecked))
         for uid, error in report.unchecked.items():
             log.warning("claim %s of the checkpoint not checked: %s", uid, error)
@@ -517,11 +464,4 @@ def _ref(ref: ClaimRef) -> tuple[str, str, str]:
     return (ref.namespace, ref.name, ref.uid)
 
 
-def _read_json(path: Path) -> Any:
-    """The file's JSON; None when it is missing or not JSON."""
-    with contextlib.suppress(OSError, ValueError):
-        return json.loads(path.read_bytes())
-    return None
-
-
-__all__ = ["Checkpoint", "CheckpointStats", "Reconciliation"]
+__all__ = ["Checkpoint", "CheckpointStats"]
