@@ -246,6 +246,12 @@ class MetricsServer:
         self.collector.add(controller)
 
     @property
+    def registry(self) -> CollectorRegistry:
+        """What ``/metrics`` serves: register more collectors here (a kubelet plugin's
+        checkpoint: ``resourceslice.kubeletplugin.metrics.register(helper, registry=...)``)."""
+        return self._registry
+
+    @property
     def address(self) -> tuple[str, int]:
         return self._server.address
 

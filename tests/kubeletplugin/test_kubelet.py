@@ -218,11 +218,13 @@ def test_callback_that_raises(node: Node, kubelet: KubeletHarness) -> None:
 
 def test_driver_restart(node: Node, kubelet: KubeletHarness) -> None:
     """A restarted plugin creates its sockets anew; kubelet unregisters the old one when its
-    socket goes and registers the new one."""
+    socket goes and registers the new one, which answers a claim the old one prepared from
+    the checkpoint."""
     first = node.start()
     kubelet.wait_registered(node.driver)
     claim = node.claim("one", ["dev-0"])
-    assert kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]["error"] == ""
+    prepared = kubelet.prepare(node.driver, [claim])["claims"][uid(claim)]
+    assert prepared["error"] == ""
 
     first.stop()
     kubelet.wait_event(lambda e: e["event"] == "deregister" and e["driver"] == node.driver)
@@ -235,8 +237,9 @@ def test_driver_restart(node: Node, kubelet: KubeletHarness) -> None:
     second = node.start(restarted)
     kubelet.wait_registered(node.driver, second.plugin_socket_path, after=seen)
     answer = kubelet.prepare(node.driver, [claim])
-    assert answer["claims"][uid(claim)]["error"] == ""
-    assert restarted.prepared == {uid(claim)}
+    assert answer["claims"][uid(claim)] == prepared
+    assert restarted.prepare_calls == []
+    assert second.checkpoint is not None and second.checkpoint.stats().answered == 1
 
 
 def test_a_replaced_instance_leaves_the_new_ones_sockets(

@@ -12,7 +12,7 @@ Needs the ``kubelet`` extra (``pip install resourceslice[kubelet]``: grpcio, pro
             devices = kubeletplugin.allocated_devices(claim, DRIVER, MyConfig)
             return [d.prepared(cdi_device_ids=[...]) for d in devices]   # d.config: MyConfig
 
-        def unprepare_resource_claims(self, claims):
+        def unprepare_resource_claims(self, claims):  # c.record: what prepare recorded
             return {c.uid: None for c in claims}
 
     helper = kubeletplugin.start(MyPlugin(), driver="gpu.example.com", api_client=client,
@@ -32,7 +32,12 @@ Which thread runs what:
   controller's worker).
 
 ``async with`` stops the helper on a thread at its end, so the loop goes on serving the calls
-in flight meanwhile. See docs/kubelet-plugin.md, the README's driver and ``examples/``.
+in flight meanwhile.
+
+The helper keeps a checkpoint of the claims the driver prepared (``helper.checkpoint``,
+:mod:`~resourceslice.kubeletplugin.prepared`): a repeated prepare is answered from it, and
+unprepare gets what prepare recorded. See docs/kubelet-plugin.md, the README's driver and
+``examples/``.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from resourceslice.kubeletplugin.claims import (
 )
 from resourceslice.kubeletplugin.config import ConfigError, decode_config
 from resourceslice.kubeletplugin.helper import Helper, start
+from resourceslice.kubeletplugin.prepared import Checkpoint, CheckpointStats
+from resourceslice.kubeletplugin.reconcile import Reconciliation
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
     DRA_V1BETA1,
@@ -58,6 +65,7 @@ from resourceslice.kubeletplugin.registration import (
     rolling_update_registrar_socket,
 )
 from resourceslice.kubeletplugin.types import (
+    ClaimRecord,
     ClaimRef,
     Device,
     DeviceHealth,
@@ -81,6 +89,9 @@ __all__ = [
     "AllocatedDevice",
     "AllocationResult",
     "CDISpecWriter",
+    "Checkpoint",
+    "CheckpointStats",
+    "ClaimRecord",
     "ClaimRef",
     "ConfigError",
     "Device",
@@ -95,6 +106,7 @@ __all__ = [
     "Plugin",
     "PrepareResult",
     "PrepareResults",
+    "Reconciliation",
     "ResourceClaim",
     "UnprepareResults",
     "allocated_devices",

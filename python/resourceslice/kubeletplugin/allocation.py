@@ -128,16 +128,22 @@ def allocated_devices(
 
 
 def prepare_each(
-    claims: Sequence[ResourceClaim], prepare: Callable[[ResourceClaim], Sequence[Device]]
+    claims: Sequence[ResourceClaim],
+    prepare: Callable[[ResourceClaim], Sequence[Device] | PrepareResult],
 ) -> dict[str, PrepareResult]:
-    """``prepare(claim)`` for each claim: its devices, or what it raised as that claim's
-    error, the other claims unaffected (a configuration that does not decode fails its claim
-    only). The results by claim UID, as ``prepare_resource_claims`` returns them."""
+    """``prepare(claim)`` for each claim: its devices (or its whole :class:`PrepareResult`,
+    to record ``data`` with them), or what it raised as that claim's error, the other claims
+    unaffected (a configuration that does not decode fails its claim only). The results by
+    claim UID, as ``prepare_resource_claims`` returns them."""
     results = {}
     for claim in claims:
         uid = claim["metadata"]["uid"]
         try:
-            results[uid] = PrepareResult(devices=list(prepare(claim)))
+            prepared = prepare(claim)
+            if isinstance(prepared, PrepareResult):
+                results[uid] = prepared
+            else:
+                results[uid] = PrepareResult(devices=list(prepared))
         except Exception as exc:
             results[uid] = PrepareResult(error=exc)
     return results

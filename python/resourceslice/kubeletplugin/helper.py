@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from pathlib import Path
 from typing import Any, cast
@@ -50,6 +50,7 @@ from resourceslice.kubeletplugin._pb import (
 from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
 from resourceslice.kubeletplugin.claims import ResourceClaim
 from resourceslice.kubeletplugin.healthstream import health_servicer
+from resourceslice.kubeletplugin.prepared import Checkpoint
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
     DRA_V1BETA1,
@@ -80,7 +81,8 @@ class Helper:
     ends it.
 
     ``registrar_socket_path`` and ``plugin_socket_path`` are where it serves, ``services``
-    what it offers kubelet, ``registration_status`` what kubelet answered last.
+    what it offers kubelet, ``registration_status`` what kubelet answered last,
+    ``checkpoint`` the checkpoint of prepared claims (None when turned off).
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class Helper:
         error_handler: ErrorHandler | None,
         reconcile_pool_with_name: str | None,
         max_workers: int,
+        checkpoint: bool = False,
     ) -> None:
         self.driver = driver
         self.node_name = node_name
@@ -132,6 +135,16 @@ class Helper:
         #: Each server, its socket's path, and the socket file it bound there.
         self._servers: list[tuple[grpc.Server, str, SocketId]] = []
         self._stopped = threading.Event()
+        self.checkpoint: Checkpoint | None = None
+        if checkpoint:
+            self.checkpoint = Checkpoint(
+                plugin_data_dir,
+                driver=driver,
+                plugin=plugin,
+                loop=self._loop,
+                serializer=self._serializer,
+                error_handler=self._error_handler,
+            )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -178,6 +191,8 @@ class Helper:
                 server,
             )
 
+        if self.checkpoint is not None:
+            self.checkpoint.start(self._read_claim, self._stopped)  # before kubelet can call
         # The DRA service first: kubelet connects to it as soon as registration succeeds.
         self._serve(self.plugin_socket_path, register_dra)
         self._serve(self.registrar_socket_path, register_registrar)
@@ -202,6 +217,8 @@ class Helper:
             server.stop(grace=None).wait()
             remove_if_ours(path, socket_id)
         self._servers.clear()
+        if self.checkpoint is not None:
+            self.checkpoint.join()  # before the loop closes: it may wait for a callback on it
         with self._controller_lock:
             if self._controller is not None:
                 self._controller.stop()
@@ -270,23 +287,31 @@ class Helper:
 
     # -- what the services call --------------------------------------------------------------
 
-    def _fetch_claim(self, ref: ClaimRef, deadline: float | None) -> ResourceClaim:
-        """The claim as the apiserver has it now; ValueError when it is not the one kubelet
-        means (gone, replaced by one of the same name, not allocated)."""
+    def _read_claim(
+        self, namespace: str, name: str, deadline: float | None = None
+    ) -> ResourceClaim | None:
+        """The claim as the apiserver has it now (v1); None when there is none."""
         if self._api_client is None or self._claim_api is None:
             raise ValueError("no api_client: claims cannot be read")
         version = self._claim_api.current(self._left(deadline))
         path = (
-            f"/apis/{GROUP}/{version.version}/namespaces/{quote(ref.namespace, safe='')}"
-            f"/resourceclaims/{quote(ref.name, safe='')}"
+            f"/apis/{GROUP}/{version.version}/namespaces/{quote(namespace, safe='')}"
+            f"/resourceclaims/{quote(name, safe='')}"
         )
         try:
             # In v1 whatever the cluster serves, as Go's helper hands its drivers v1 claims.
-            claim = cast(ResourceClaim, version.claim_to_v1(json.loads(self._get(path, deadline))))
+            return cast(ResourceClaim, version.claim_to_v1(json.loads(self._get(path, deadline))))
         except ApiException as exc:
             if exc.status == 404:
-                raise ValueError(f"claim {ref.namespace}/{ref.name} not found") from exc
+                return None
             raise
+
+    def _fetch_claim(self, ref: ClaimRef, deadline: float | None) -> ResourceClaim:
+        """The claim as the apiserver has it now; ValueError when it is not the one kubelet
+        means (gone, replaced by one of the same name, not allocated)."""
+        claim = self._read_claim(ref.namespace, ref.name, deadline)
+        if claim is None:
+            raise ValueError(f"claim {ref.namespace}/{ref.name} not found")
         uid = claim["metadata"].get("uid")
         if uid != ref.uid:
             raise ValueError(
@@ -334,9 +359,14 @@ class Helper:
                 results[ref.uid] = PrepareResult(error=exc)
         if claims:
             uids = [claim["metadata"]["uid"] for claim in claims]
+            got: Mapping[str, PrepareResult]
             try:
                 with self._serializer.hold(deadline):
-                    got = self._loop.resolve(self._plugin.prepare_resource_claims(claims), deadline)
+                    if self.checkpoint is not None:
+                        got = self.checkpoint.prepare(claims, deadline)
+                    else:
+                        callback = self._plugin.prepare_resource_claims(claims)
+                        got = self._loop.resolve(callback, deadline)
             except Exception as exc:
                 self._error_handler(exc, "prepare_resource_claims failed")
                 got = {uid: PrepareResult(error=exc) for uid in uids}
@@ -353,9 +383,11 @@ class Helper:
             return {}
         try:
             with self._serializer.hold(deadline):
-                got = self._loop.resolve(
-                    self._plugin.unprepare_resource_claims(list(refs)), deadline
-                )
+                if self.checkpoint is not None:
+                    got = self.checkpoint.unprepare(refs, deadline)
+                else:
+                    callback = self._plugin.unprepare_resource_claims(list(refs))
+                    got = self._loop.resolve(callback, deadline)
         except Exception as exc:
             self._error_handler(exc, "unprepare_resource_claims failed")
             got = {ref.uid: exc for ref in refs}
@@ -420,6 +452,7 @@ def start(
     error_handler: ErrorHandler | None = None,
     reconcile_pool_with_name: str | None = None,
     max_workers: int = 4,
+    checkpoint: bool = True,
 ) -> Helper:
     """Serve ``plugin`` to kubelet and register it; returns the running :class:`Helper`.
 
@@ -451,6 +484,11 @@ def start(
     ``error_handler(exc, message)``: failed callbacks, registration refused, the controller's
     errors (default: logged). ``max_workers``: gRPC threads per socket, so calls served at once
     (an open health stream holds one).
+
+    ``checkpoint``: record each prepared claim in ``<plugin_data_dir>/resourceslice-checkpoint
+    .json``, answer a repeated prepare from it, hand unprepare the record, and reconcile at
+    start (:mod:`~resourceslice.kubeletplugin.prepared`); False for a driver that keeps its
+    own. It needs ``serialize``.
     """
     if api_client is None:
         # As Go's helper refuses to start without a client: claims are read with it.
@@ -459,6 +497,9 @@ def start(
     check_driver_name(driver)
     if rolling_update_uid and registrar_socket:
         raise ValueError("rolling_update_uid and registrar_socket exclude each other")
+    if checkpoint and not serialize:
+        # A record is read, the driver called and the record written as one step.
+        raise ValueError("the checkpoint needs serialize=True (or checkpoint=False)")
     if registrar_socket is None:
         registrar_socket = (
             rolling_update_registrar_socket(registrar_dir, driver, rolling_update_uid)
@@ -509,6 +550,7 @@ def start(
         error_handler=error_handler,
         reconcile_pool_with_name=reconcile_pool_with_name,
         max_workers=max_workers,
+        checkpoint=checkpoint,
     )
     try:
         helper._start()

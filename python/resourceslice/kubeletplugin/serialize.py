@@ -14,6 +14,7 @@ it when the process dies: a crashed instance cannot block the next.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import struct
@@ -35,13 +36,35 @@ def _whole_file_write_lock() -> bytes:
     return struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
 
 
-def lock_file(fd: int) -> None:
-    """Block until this open file holds the write lock Go's helper takes."""
-    command = getattr(fcntl, "F_OFD_SETLKW", None)
-    if command is None:  # not Linux: the POSIX record lock, as etcd's fileutil falls back to
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        return
-    fcntl.fcntl(fd, command, _whole_file_write_lock())
+def lock_file(fd: int, wait: bool = True) -> None:
+    """Block until this open file holds the write lock Go's helper takes; with ``wait``
+    False, BlockingIOError at once when another open file holds it."""
+    command = getattr(fcntl, "F_OFD_SETLKW" if wait else "F_OFD_SETLK", None)
+    try:
+        if command is None:  # not Linux: the POSIX record lock, as etcd's fileutil falls back to
+            fcntl.lockf(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        fcntl.fcntl(fd, command, _whole_file_write_lock())
+    except OSError as exc:
+        # POSIX lets a held lock answer EACCES or EAGAIN.
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            raise BlockingIOError(exc.errno, "the lock is held") from exc
+        raise
+
+
+def try_open_locked(path: Path) -> int | None:
+    """``path`` opened and locked (the descriptor: closing it unlocks) if no other open file
+    holds the lock now; None, at once, if one does."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, LOCK_FILE_MODE)
+    try:
+        lock_file(fd, wait=False)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def open_locked(path: Path, deadline: float | None = None) -> int:
@@ -123,5 +146,28 @@ class Serializer:
                 yield
             finally:
                 os.close(fd)
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def try_hold(self) -> Iterator[bool]:
+        """Hold the lock if nobody holds it now (True); False at once if someone does. Leaves
+        no waiter behind (a waiting thread would take the lock later, from whoever is next)."""
+        if not self._enabled:
+            yield True
+            return
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            fd = None if self._lock_file is None else try_open_locked(self._lock_file)
+            if self._lock_file is not None and fd is None:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                if fd is not None:
+                    os.close(fd)
         finally:
             self._lock.release()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Union
+from typing import Any, Protocol, Union
 
 from resourceslice.api import ResourceSliceError
 from resourceslice.kubeletplugin.claims import ResourceClaim
@@ -14,11 +15,17 @@ from resourceslice.kubeletplugin.claims import ResourceClaim
 @dataclass(frozen=True)
 class ClaimRef:
     """A claim kubelet names in a call: enough to find it, and its UID to tell it apart from
-    a claim of the same name that replaced it."""
+    a claim of the same name that replaced it.
+
+    ``record``: in ``unprepare_resource_claims``, what the checkpoint recorded when the claim
+    was prepared (its devices and the driver's ``data``), also after a restart; None when
+    nothing is recorded (the checkpoint is off, or the claim was never prepared here).
+    """
 
     namespace: str
     name: str
     uid: str
+    record: ClaimRecord | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -41,10 +48,53 @@ class Device:
 
 @dataclass
 class PrepareResult:
-    """The outcome for one claim: its devices, or an error (then the devices are ignored)."""
+    """The outcome for one claim: its devices, or an error (then the devices are ignored).
+
+    ``data``: what the driver wants back at unprepare (a partition's ID, an interface's
+    name), any JSON value; the checkpoint records it with the devices, and
+    ``unprepare_resource_claims`` finds it in ``ClaimRef.record.data``.
+    """
 
     devices: Sequence[Device] = field(default_factory=list)
     error: str | BaseException | None = None
+    data: Any = None
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """What the checkpoint recorded for a claim once the driver prepared it.
+
+    ``devices`` and ``data`` are the driver's :class:`PrepareResult`; ``cdi_specs`` the CDI
+    specs :class:`CDISpecWriter` wrote for the claim during that prepare (file path: spec),
+    which the helper restores when they are gone; ``allocation`` a digest of the claim's
+    allocation of this driver's devices (another allocation is another preparation);
+    ``prepared_at``: when it was recorded (Unix seconds).
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    devices: tuple[Device, ...] = ()
+    data: Any = None
+    cdi_specs: Mapping[str, Any] = field(default_factory=dict)
+    allocation: str = ""
+    prepared_at: float = 0.0
+
+    def result(self) -> PrepareResult:
+        """The recorded result, as the driver's prepare returned it (fresh copies)."""
+        return PrepareResult(
+            devices=[
+                Device(
+                    pool_name=d.pool_name,
+                    device_name=d.device_name,
+                    requests=list(d.requests),
+                    cdi_device_ids=list(d.cdi_device_ids),
+                    share_id=d.share_id,
+                )
+                for d in self.devices
+            ],
+            data=copy.deepcopy(self.data),
+        )
 
 
 PrepareResults = Mapping[str, PrepareResult]

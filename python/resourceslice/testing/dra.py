@@ -119,6 +119,15 @@ class SimulatedNode:
         """Where ``driver``'s plugin keeps its socket and state (``plugins/<driver>``)."""
         return self.plugins_dir / driver
 
+    def empty_cdi_dir(self) -> None:
+        """Remove everything in the CDI directory, as a reboot empties ``/var/run/cdi`` (a
+        tmpfs)."""
+        for entry in self.cdi_dir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
 
 @dataclass(frozen=True)
 class ContainerEdits:
@@ -244,6 +253,27 @@ class DRACluster:
             after=after,
             timeout=timeout,
         )
+
+    def stop_kubelet(self, node: str) -> None:
+        """Stop ``node``'s kubelet (its DRA manager, plugin manager and pod worker), as
+        ``systemctl stop kubelet`` does; the Node object stays, and so do kubelet's directories:
+        its checkpoint in ``state_dir``, the plugins' sockets. Pods bound meanwhile wait, and
+        nothing is unprepared."""
+        self._kubelet_op("stopKubelet", node)
+
+    def start_kubelet(self, node: str) -> None:
+        """Start ``node``'s kubelet again, as after a restart or a reboot: a new DRA manager
+        reads kubelet's checkpoint, the plugin manager registers the plugins whose sockets it
+        finds, and every pod bound to the node is prepared again (``wait_pod_prepared(...,
+        after=)`` waits for that); pods gone meanwhile are unprepared by the DRA manager's
+        reconcile loop (kubelet's: within a minute). Kubelet 1.34 and newer only (older ones
+        keep their plugins in a process-wide registry)."""
+        self._kubelet_op("startKubelet", node)
+
+    def _kubelet_op(self, op: str, node: str) -> None:
+        answer = self._process.call({"op": op, "node": node})
+        if answer.get("error"):
+            raise ClusterError(f"node {node}: {answer['error']}")
 
     def wait_deregistered(
         self, node: str, driver: str, *, after: int = 0, timeout: float = 60.0
@@ -461,10 +491,17 @@ class DRACluster:
         return failures[-1] if failures else "pending"
 
     def wait_pod_prepared(
-        self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
+        self,
+        name: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        after: int = 0,
+        timeout: float = 60.0,
     ) -> PreparedPod:
         """Wait until kubelet prepared the pod's claims and the runtime applied the CDI
-        edits; :class:`PodNotPrepared` with the reason if that does not happen in time."""
+        edits; :class:`PodNotPrepared` with the reason if that does not happen in time.
+        ``after``: among the events from that index on (``len(events())`` taken before a
+        kubelet restart, which prepares the pod again)."""
         pod = self.get_pod(name, namespace)
         if pod is None:
             raise PodNotPrepared(f"{namespace}/{name}", "the pod does not exist")
@@ -472,6 +509,7 @@ class DRACluster:
         try:
             event = self._process.wait_event(
                 lambda e: e.get("event") == "prepared" and _pod_key(e) == (namespace, name, uid),
+                after=after,
                 timeout=timeout,
             )
         except AssertionError as exc:

@@ -21,6 +21,7 @@
 //
 //	stdin:  {"id": 1, "op": "addNode", "node": "n1", "labels": {"k": "v"}}
 //	        {"id": 2, "op": "inject", "node": "n1", "namespace": "default", "pod": "p"}
+//	        {"id": 3, "op": "stopKubelet"|"startKubelet", "node": "n1"}
 //	stdout: {"event": "ready", "maxNodes": 0, "at": <Unix seconds>}  (every event has "at";
 //	        maxNodes 0: no limit)
 //	        {"id": 1, "node": "n1", "dirs": {"registry": ..., "plugins": ..., "cdi": ..., "state": ...}}
@@ -160,11 +161,17 @@ type cluster struct {
 
 // node is one simulated kubelet: its DRA manager and plugin manager, and a queue of the
 // pods bound to it (keyed by UID) that its worker syncs one at a time, as kubelet's pod
-// workers do (retried after retryPeriod on error, as kubelet's backoff).
+// workers do (retried after retryPeriod on error, as kubelet's backoff). Stopped and started
+// again, it is a kubelet restart: what it knew is gone but for its state directory (the DRA
+// manager's checkpoint), as a real kubelet's memory is.
 type node struct {
 	*cluster
-	name     string
-	dirs     map[string]string
+	name string
+	dirs map[string]string
+	// life is held for writing while the kubelet stops or starts, for reading while its
+	// parts are used from outside (inject); stop is nil while it is stopped.
+	life     sync.RWMutex
+	stop     func()
 	manager  draManager
 	lister   cache.Indexer
 	queue    workqueue.TypedRateLimitingInterface[types.UID]
@@ -278,21 +285,33 @@ func (c *cluster) addNode(ctx context.Context, name string, labels map[string]st
 	if _, err := c.createNode(ctx, name, labels); err != nil {
 		return nil, fmt.Errorf("create Node %s: %w", name, err)
 	}
+	n := &node{cluster: c, name: name, dirs: dirs}
+	n.life.Lock()
+	defer n.life.Unlock()
+	if err := n.startKubelet(ctx); err != nil {
+		return nil, err
+	}
+	c.nodes[name] = n
+	return n, nil
+}
+
+// startKubelet starts the node's kubelet parts: a DRA manager, which reads kubelet's
+// checkpoint from the state directory, the plugin manager on the registration directory, the
+// pods' informer and the pod worker. Called with life held for writing.
+func (n *node) startKubelet(ctx context.Context) error {
+	c, name, dirs := n.cluster, n.name, n.dirs
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "node", name)
 	manager, err := newDRAManager(logger, c.client, dirs["state"], name)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n := &node{
-		cluster:  c,
-		name:     name,
-		dirs:     dirs,
-		manager:  manager,
-		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](c.retryPeriod, c.retryPeriod)),
-		lastSeen: map[types.UID]*v1.Pod{},
-		prepared: map[types.UID]bool{},
-	}
-	nodeCtx := klog.NewContext(ctx, logger)
+	n.manager = manager
+	n.queue = workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](c.retryPeriod, c.retryPeriod))
+	n.mutex.Lock()
+	n.lastSeen = map[types.UID]*v1.Pod{}
+	n.prepared = map[types.UID]bool{}
+	n.mutex.Unlock()
+	nodeCtx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
 	// The pods bound to this node, as kubelet's API source watches them.
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = "spec.nodeName=" + name
@@ -312,7 +331,8 @@ func (c *cluster) addNode(ctx context.Context, name string, labels map[string]st
 		},
 	})
 	if err != nil {
-		return nil, err
+		cancel()
+		return err
 	}
 	getNode := func(ctx context.Context) (*v1.Node, error) {
 		return c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -321,14 +341,51 @@ func (c *cluster) addNode(ctx context.Context, name string, labels map[string]st
 	// manager take a pod it does not know for one that is gone.
 	ready := config.NewSourcesReady(func(sets.Set[string]) bool { return podInformer.HasSynced() })
 	if err := manager.Start(nodeCtx, n.activePods, getNode, ready); err != nil {
-		return nil, err
+		cancel()
+		return err
 	}
 	runPluginManager(nodeCtx, dirs["registry"], manager.GetWatcherHandler(), c.out.registrations(name), ready)
 
-	factory.Start(ctx.Done())
-	go n.run(nodeCtx)
-	c.nodes[name] = n
-	return n, nil
+	factory.Start(nodeCtx.Done())
+	worker := make(chan struct{})
+	go func() {
+		defer close(worker)
+		n.run(nodeCtx)
+	}()
+	n.stop = func() {
+		// The pod worker ends after its current sync (whose calls the context ends), the
+		// informers and the plugin manager with the context; the DRA manager waits for its
+		// goroutines (1.34+).
+		cancel()
+		<-worker
+		factory.Shutdown()
+		if stopper, ok := manager.(interface{ Stop() }); ok {
+			stopper.Stop()
+		}
+	}
+	return nil
+}
+
+// restart stops (start false) or starts the node's kubelet, as the stopKubelet and
+// startKubelet commands ask.
+func (n *node) restart(ctx context.Context, start bool) error {
+	if maxNodes > 0 {
+		return fmt.Errorf("this release's kubelet keeps its DRA plugins in a process-wide registry: its kubelet cannot be restarted here (1.34 and newer)")
+	}
+	n.life.Lock()
+	defer n.life.Unlock()
+	if start {
+		if n.stop != nil {
+			return fmt.Errorf("the kubelet of node %s runs", n.name)
+		}
+		return n.startKubelet(ctx)
+	}
+	if n.stop == nil {
+		return fmt.Errorf("the kubelet of node %s is stopped", n.name)
+	}
+	n.stop()
+	n.stop = nil
+	return nil
 }
 
 func (n *node) seen(pod *v1.Pod) {
@@ -534,6 +591,17 @@ func (c *cluster) handle(ctx context.Context, cmd command) map[string]any {
 		}
 		answer["node"] = n.name
 		answer["dirs"] = n.dirs
+	case "stopKubelet", "startKubelet":
+		c.mutex.Lock()
+		n := c.nodes[cmd.Node]
+		c.mutex.Unlock()
+		if n == nil {
+			answer["error"] = fmt.Sprintf("no node %s", cmd.Node)
+			return answer
+		}
+		if err := n.restart(ctx, cmd.Op == "startKubelet"); err != nil {
+			answer["error"] = err.Error()
+		}
 	case "inject":
 		// A container started again: the runtime resolves its CDI devices anew.
 		c.mutex.Lock()
@@ -541,6 +609,12 @@ func (c *cluster) handle(ctx context.Context, cmd command) map[string]any {
 		c.mutex.Unlock()
 		if n == nil {
 			answer["error"] = fmt.Sprintf("no node %s", cmd.Node)
+			return answer
+		}
+		n.life.RLock()
+		defer n.life.RUnlock()
+		if n.stop == nil {
+			answer["error"] = fmt.Sprintf("the kubelet of node %s is stopped", cmd.Node)
 			return answer
 		}
 		obj, exists, _ := n.lister.GetByKey(cmd.Namespace + "/" + cmd.Pod)
@@ -635,10 +709,12 @@ func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error 
 	cancel()
 	c.mutex.Lock()
 	for _, n := range c.nodes {
-		// Since 1.34 the manager waits for its goroutines to end.
-		if stopper, ok := n.manager.(interface{ Stop() }); ok {
-			stopper.Stop()
+		n.life.Lock()
+		if n.stop != nil {
+			n.stop()
+			n.stop = nil
 		}
+		n.life.Unlock()
 	}
 	c.mutex.Unlock()
 	return nil
