@@ -1,10 +1,10 @@
 """A whole node-local DRA driver in Python: it publishes its devices and prepares them.
 
-Runs as a DaemonSet pod on each node (examples/kubelet-driver.yaml): it publishes the node's
-devices as ResourceSlices (the Node owns them), registers with kubelet, and, when a pod that
-was allocated some of its devices starts, writes a CDI spec for the pod's claim so that the
-container runtime gives each container its devices (here: an environment variable per
-device; a real driver adds device nodes and mounts).
+Runs as a DaemonSet pod on each node (deployed by the chart in deploy/chart: docs/helm.md):
+it publishes the node's devices as ResourceSlices (the Node owns them), registers with
+kubelet, and, when a pod that was allocated some of its devices starts, writes a CDI spec for
+the pod's claim so that the container runtime gives each container its devices (here: an
+environment variable per device; a real driver adds device nodes and mounts).
 
     NODE_NAME=... POD_UID=... python examples/kubelet_driver.py   # in the pod
 
@@ -110,7 +110,21 @@ def run(
 def main() -> None:
     kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     client = kubernetes.client.ApiClient()
-    helper = run(client, os.environ["NODE_NAME"], pod_uid=os.environ.get("POD_UID"))
+    # The chart's DaemonSet sets these (kubelet's directories as mounted, which are the
+    # host's: kubelet dials the socket path the plugin registers); else kubelet's defaults.
+    env = os.environ
+    if env.get("DRIVER_NAME", DRIVER) != DRIVER:  # the chart's driver value
+        raise SystemExit(f"DRIVER_NAME is {env['DRIVER_NAME']!r}: this driver is {DRIVER!r}")
+    helper = run(
+        client,
+        env["NODE_NAME"],
+        pod_uid=env.get("POD_UID"),
+        cdi_dir=env.get("CDI_DIR", kubeletplugin.DEFAULT_CDI_DIR),
+        registrar_dir=env.get("KUBELET_REGISTRAR_DIR", kubeletplugin.KUBELET_REGISTRY_DIR),
+        plugin_data_dir=env.get(
+            "KUBELET_PLUGIN_DATA_DIR", f"{kubeletplugin.KUBELET_PLUGINS_DIR}/{DRIVER}"
+        ),
+    )
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     stopping.wait()
