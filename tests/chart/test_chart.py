@@ -235,3 +235,33 @@ def test_the_chart_is_the_only_source_of_manifests() -> None:
         if any("apiVersion" in d and "kind" in d for d in documents):
             found.append(str(path.relative_to(ROOT)))
     assert found == []
+
+
+# Values whose content is Kubernetes' own (a pod's resources, a DaemonSet's update strategy)
+# or a pool file: documented as one row, not key by key.
+WHOLE = {"resources", "updateStrategy", "pools"}
+
+
+def leaves(values: dict[str, Any], prefix: str = "") -> set[str]:
+    """The dotted names of a values tree's leaves (lists, scalars, empty maps, WHOLE)."""
+    found = set()
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and key not in WHOLE:
+            found |= leaves(value, f"{name}.")
+        else:
+            found.add(name)
+    return found
+
+
+def test_the_docs_name_every_value() -> None:
+    """docs/helm.md's table: one row per value (a row may name several, comma-separated)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    page = (ROOT / "docs" / "helm.md").read_text()
+    table = page.split("## Values\n", 1)[1].split("\n## ", 1)[0]
+    documented = {
+        name
+        for cell in re.findall(r"^\| ([^|]+) \|", table, flags=re.MULTILINE)
+        for name in re.findall(r"`([\w.]+)`", cell)
+    }
+    assert documented == leaves(values)
