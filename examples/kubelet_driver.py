@@ -8,7 +8,8 @@ environment variable per device; a real driver adds device nodes and mounts).
 
     NODE_NAME=... POD_UID=... python examples/kubelet_driver.py   # in the pod
 
-Needs ``pip install resourceslice[kubelet]``.
+Needs the package with its ``kubelet`` extra: the wheel ``make dist`` builds, installed as
+``pip install "dist/resourceslice-...whl[kubelet]"`` (it is on no index yet: docs/install.md).
 """
 
 from __future__ import annotations
