@@ -65,7 +65,9 @@ class DemoDriver:
         # fails alone; kubelet retries it.
         return kubeletplugin.prepare_each(claims, self.prepare_claim)
 
-    def prepare_claim(self, claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
+    def prepare_claim(
+        self, claim: kubeletplugin.ResourceClaim
+    ) -> list[kubeletplugin.PreparedDevice]:
         # This driver's devices only (a claim can hold other drivers' too), each with the
         # configuration that wins for it: the claim's over its DeviceClass's.
         devices = kubeletplugin.allocated_devices(claim, self.cdi.driver, DemoConfig)

@@ -384,7 +384,15 @@ def test_the_options_outside_the_synopsis_are_on_the_page() -> None:
 # --- installing ---
 
 
-@pytest.mark.parametrize("page", [*PAGES, *sorted((ROOT / "examples").glob("*.py"))], ids=relative)
+# The pages, the examples, and the package's docstrings and messages (the API reference).
+READ = [
+    *PAGES,
+    *sorted((ROOT / "examples").glob("*.py")),
+    *sorted(p for p in (ROOT / "python").rglob("*.py") if "_pb" not in p.parts),
+]
+
+
+@pytest.mark.parametrize("page", READ, ids=relative)
 def test_no_page_installs_from_an_index(page: Path) -> None:
     """The package is on no index (README): `pip install resourceslice[...]` fails; the
     wheel `make dist` builds is what a reader installs."""
@@ -434,3 +442,38 @@ def test_the_threads_page_names_the_threads_that_run(kube_cluster: testing.TestC
     live = {re.sub(r"-\d+$", "-N", n) for n in names if n.startswith("resourceslice")}
     assert "resourceslice-aio_0" in live and "resourceslice-worker-N" in live
     assert live <= documented
+
+
+# --- examples ---
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.py")), ids=relative)
+def test_the_examples_use_the_public_api(example: Path) -> None:
+    """What a driver author copies from examples/ must keep working: no private module or
+    name of the package (the demo read slices through resourceslice._http)."""
+    private = []
+    for node in ast.walk(ast.parse(example.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            names = [f"{node.value.id}.{node.attr}"]
+        else:
+            continue
+        private += [
+            n
+            for n in names
+            if n.split(".")[0] in ("resourceslice", "rs", "kubeletplugin")
+            and any(part.startswith("_") for part in n.split(".")[1:])
+        ]
+    assert private == []
+
+
+def test_every_example_is_shown_by_a_page() -> None:
+    """Each file of examples/ is named by a page: an example nobody is pointed at is dead."""
+    text = "".join(page.read_text() for page in PAGES)
+    unreferenced = [
+        p.name for p in sorted((ROOT / "examples").iterdir()) if f"examples/{p.name}" not in text
+    ]
+    assert unreferenced == []

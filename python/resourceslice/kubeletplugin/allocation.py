@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from resourceslice.kubeletplugin.claims import DeviceRequestAllocationResult, ResourceClaim
 from resourceslice.kubeletplugin.config import ConfigError, decode_config
-from resourceslice.kubeletplugin.types import Device, PrepareResult
+from resourceslice.kubeletplugin.types import PreparedDevice, PrepareResult
 
 _C = TypeVar("_C")
 
@@ -52,9 +52,9 @@ class AllocatedDevice(Generic[_C]):
     def name(self) -> str:
         return self.result["device"]
 
-    def prepared(self, cdi_device_ids: Sequence[str] = ()) -> Device:
-        """The :class:`Device` to report for it once prepared, its share ID included."""
-        return Device(
+    def prepared(self, cdi_device_ids: Sequence[str] = ()) -> PreparedDevice:
+        """The :class:`PreparedDevice` to report for it once prepared, its share ID included."""
+        return PreparedDevice(
             pool_name=self.pool,
             device_name=self.name,
             requests=[self.request],
@@ -123,7 +123,7 @@ def allocated_devices(
 
 
 def prepare_each(
-    claims: Sequence[ResourceClaim], prepare: Callable[[ResourceClaim], Sequence[Device]]
+    claims: Sequence[ResourceClaim], prepare: Callable[[ResourceClaim], Sequence[PreparedDevice]]
 ) -> dict[str, PrepareResult]:
     """``prepare(claim)`` for each claim: its devices, or what it raised as that claim's
     error, the other claims unaffected (a configuration that does not decode fails its claim

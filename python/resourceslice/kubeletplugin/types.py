@@ -22,8 +22,9 @@ class ClaimRef:
 
 
 @dataclass
-class Device:
-    """One allocated device the plugin prepared for a claim.
+class PreparedDevice:
+    """One allocated device the plugin prepared for a claim (what kubelet is told of it:
+    ``resourceslice.Device``, by contrast, is a device a ResourceSlice publishes).
 
     ``requests``: the claim's requests the device was allocated for (subrequests,
     ``req/sub``, are reported as their request); empty means all of them.
@@ -43,7 +44,7 @@ class Device:
 class PrepareResult:
     """The outcome for one claim: its devices, or an error (then the devices are ignored)."""
 
-    devices: Sequence[Device] = field(default_factory=list)
+    devices: Sequence[PreparedDevice] = field(default_factory=list)
     error: str | BaseException | None = None
 
 
