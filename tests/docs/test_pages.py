@@ -477,3 +477,55 @@ def test_every_example_is_shown_by_a_page() -> None:
         p.name for p in sorted((ROOT / "examples").iterdir()) if f"examples/{p.name}" not in text
     ]
     assert unreferenced == []
+
+
+# --- the support policy ---
+
+
+def test_the_support_policy_is_what_the_project_declares_and_tests() -> None:
+    """docs/install.md's policy names the Pythons pyproject.toml declares, the client's
+    bounds it sets, and the Kubernetes releases the test servers are built for."""
+    page = (ROOT / "docs" / "install.md").read_text()
+    policy = page.split("### Support policy\n", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        row.split(" | ")[0].strip("| `"): row
+        for row in policy.splitlines()
+        if row.startswith("| ") and not row.startswith("| |")
+    }
+    project = (ROOT / "pyproject.toml").read_text()
+    pythons = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', project)
+    newest, oldest = max(pythons, key=lambda v: int(v[2:])), min(pythons, key=lambda v: int(v[2:]))
+    assert f"| {oldest} to {newest} |" in rows["Python (CPython)"]
+    assert f"| {oldest} (with the oldest dependencies)" in rows["Python (CPython)"]
+    low, high = re.search(r'"kubernetes>=([\d.]+),<(\d+)"', project).groups()  # type: ignore[union-attr]
+    assert f"| {low} to {int(high) - 1}.x |" in rows["kubernetes` client"]
+    releases = sorted(testing.releases(), key=lambda r: tuple(map(int, r.split("."))))
+    assert f"| {releases[0]} to {releases[-1]}," in rows["Kubernetes"]
+    assert f"| {', '.join(releases)} (a real apiserver" in rows["Kubernetes"]
+
+
+# --- concepts ---
+
+
+def test_the_concepts_objects_are_what_the_code_makes() -> None:
+    """docs/concepts.md's ResourceSlice is what rs.plan makes of its two GPUs; its DeviceClass
+    is the Helm chart's for that driver."""
+    import yaml
+
+    from chart.renders import CHART, TEST_IMAGE
+
+    page = (ROOT / "docs" / "concepts.md").read_text()
+    shown = {d["kind"]: d for d in yaml.safe_load_all("\n---\n".join(
+        re.findall(r"```yaml\n(.*?)```", page, re.S)))}  # fmt: skip
+    assert set(shown) == {"ResourceSlice", "DeviceClass"}
+    devices = [
+        {"name": f"gpu-{i}", "attributes": {"model": {"string": "H100"}},
+         "capacity": {"memory": {"value": "80Gi"}}} for i in range(2)
+    ]  # fmt: skip
+    resources = rs.DriverResources(pools={"node-1": rs.Pool(devices=devices)})  # type: ignore[arg-type]
+    [planned] = rs.plan(resources, driver="gpu.example.com", node="node-1")
+    assert shown["ResourceSlice"] == planned
+    rendered = helm.template(CHART, values={"driver": "gpu.example.com", "image": TEST_IMAGE})
+    [device_class] = [d for d in rendered if d["kind"] == "DeviceClass"]
+    del device_class["metadata"]["labels"]
+    assert shown["DeviceClass"] == device_class
