@@ -32,9 +32,10 @@ OLDEST_VENV := .venv-oldest
 OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
 # The whole suite but the wheel's own tests (they install it with the newest Python) and the
-# API reference's build and mypy on drivers (their tools are in the dev extra, which
-# .venv-oldest has not).
+# API reference's build, the pages rendered by its Markdown engine and mypy on drivers (their
+# tools are in the dev extra, which .venv-oldest has not).
 OLDEST_TESTS := --ignore=tests/packaging --ignore=tests/docs/test_api_reference.py \
+	--ignore=tests/docs/test_rendering.py \
 	--ignore=tests/kubeletplugin/test_typing.py
 
 # The release wheel, as users get it: abi3, linked against glibc 2.17 through zig (its own
