@@ -265,3 +265,43 @@ def test_the_docs_name_every_value() -> None:
         for name in re.findall(r"`([\w.]+)`", cell)
     }
     assert documented == leaves(values)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"kubeletPlugin": {"enable": False}},
+            "at '/kubeletPlugin': additional properties 'enable'",
+        ),
+        ({"publisher": {"leaderElection": {"shards": 0}}}, "at '/publisher/leaderElection/shards'"),
+        ({"namespace": {"podSecurity": "strict"}}, "at '/namespace/podSecurity'"),
+    ],
+    ids=["misspelt", "no shards", "no such level"],
+)
+def test_values_the_chart_does_not_know_are_refused(values: dict[str, Any], message: str) -> None:
+    """values.schema.json: a misspelt key (kubeletPlugin.enable) would otherwise be ignored,
+    and the default (the plugin enabled) deployed in silence."""
+    assert message in refusal({**REQUIRED, **values})
+
+
+def test_the_schema_knows_every_value() -> None:
+    """The schema's properties are values.yaml's (the docs' table is checked against it too)."""
+    import json
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+
+    def names(node: dict[str, Any], prefix: str = "") -> set[str]:
+        found = set()
+        for key, sub in node.get("properties", {}).items():
+            name = f"{prefix}{key}"
+            if "properties" in sub and key not in WHOLE:
+                found |= names(sub, f"{name}.")
+            else:
+                found.add(name)
+        return found
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    overrides = {"kubeletPlugin.image", "publisher.image"}  # {} in values.yaml: image's fields
+    schema_names = {n for n in names(schema) if n.rsplit(".", 1)[0] not in overrides}
+    assert schema_names | overrides == leaves(values)
