@@ -305,3 +305,13 @@ def test_the_schema_knows_every_value() -> None:
     overrides = {"kubeletPlugin.image", "publisher.image"}  # {} in values.yaml: image's fields
     schema_names = {n for n in names(schema) if n.rsplit(".", 1)[0] not in overrides}
     assert schema_names | overrides == leaves(values)
+
+
+def test_extra_volumes_are_mounted_beside_kubelets_directories() -> None:
+    config = {"name": "config", "configMap": {"name": "gpu-config"}}
+    mount = {"name": "config", "mountPath": "/etc/gpu", "readOnly": True}
+    docs = render({**REQUIRED, "kubeletPlugin": {
+        "extraVolumes": [config], "extraVolumeMounts": [mount]}})  # fmt: skip
+    spec = find(docs, "DaemonSet")["spec"]["template"]["spec"]
+    assert spec["volumes"][-1] == config and len(spec["volumes"]) == 4
+    assert spec["containers"][0]["volumeMounts"][-1] == mount
