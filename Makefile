@@ -32,9 +32,10 @@ OLDEST_VENV := .venv-oldest
 OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.installed
 # The whole suite but the wheel's own tests (they install it with the newest Python) and the
-# API reference's build and mypy on drivers (their tools are in the dev extra, which
-# .venv-oldest has not).
+# API reference's build, the pages rendered by its Markdown engine and mypy on drivers (their
+# tools are in the dev extra, which .venv-oldest has not).
 OLDEST_TESTS := --ignore=tests/packaging --ignore=tests/docs/test_api_reference.py \
+	--ignore=tests/docs/test_rendering.py \
 	--ignore=tests/kubeletplugin/test_typing.py
 
 # The release wheel, as users get it: abi3, linked against glibc 2.17 through zig (its own
@@ -95,7 +96,7 @@ $(OLDEST_STAMP): pyproject.toml Makefile
 
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
 # OLDEST_DEPS: pip check), then the suite from that installation.
-test-oldest: wheel server kubelet-harness dra-cluster device-attrs $(OLDEST_STAMP)
+test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm $(OLDEST_STAMP)
 	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
 	$(OLDEST_PY) -m pip check
 	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
@@ -104,7 +105,7 @@ test-oldest: wheel server kubelet-harness dra-cluster device-attrs $(OLDEST_STAM
 
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
 # server with the newest Python and dependencies, then again on the oldest.
-test: lint server kubelet-harness dra-cluster device-attrs wheel
+test: lint server kubelet-harness dra-cluster device-attrs helm wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
@@ -138,7 +139,7 @@ PROTOC_VENV := .venv-protoc
 KUBELET_PROTOS := dra/v1:dra_v1 dra/v1beta1:dra_v1beta1 dra-health/v1:health_v1 \
 	dra-health/v1alpha1:health_v1alpha1 pluginregistration/v1:pluginregistration_v1
 
-.PHONY: protos kubelet-harness dra-cluster device-attrs
+.PHONY: protos kubelet-harness dra-cluster device-attrs helm
 # Build (or find cached) the kubelet harness the kubeletplugin tests register plugins with.
 kubelet-harness: dev
 	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
@@ -153,6 +154,11 @@ dra-cluster: dev
 # oracle tests/deviceattribute checks resourceslice.deviceattribute against.
 device-attrs: dev
 	$(PY) -c "from resourceslice.testing.sysfs import build_deviceattrs; print(build_deviceattrs())"
+
+# Build (or find cached) Helm's own command line, v4.3.2 (resourceslice.testing.helm), which
+# lints and renders the chart in deploy/chart for tests/chart and tests/security/test_deploy.py.
+helm: dev
+	$(PY) -c "from resourceslice.testing.helm import build_helm; print(build_helm())"
 
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)

@@ -1,15 +1,16 @@
 """A whole node-local DRA driver in Python: it publishes its devices and prepares them.
 
-Runs as a DaemonSet pod on each node (examples/kubelet-driver.yaml): it publishes the node's
-devices as ResourceSlices (the Node owns them), registers with kubelet, and, when a pod that
-was allocated some of its devices starts, writes a CDI spec for the pod's claim so that the
-container runtime gives each container its devices (here: an environment variable per
-device; a real driver adds device nodes and mounts), and reports each device ``Ready`` in the
-claim's ``status.devices``.
+Runs as a DaemonSet pod on each node (deployed by the chart in deploy/chart: docs/helm.md):
+it publishes the node's devices as ResourceSlices (the Node owns them), registers with
+kubelet, and, when a pod that was allocated some of its devices starts, writes a CDI spec for
+the pod's claim so that the container runtime gives each container its devices (here: an
+environment variable per device; a real driver adds device nodes and mounts), and reports
+each device ``Ready`` in the claim's ``status.devices``.
 
     NODE_NAME=... POD_UID=... python examples/kubelet_driver.py   # in the pod
 
-Needs ``pip install resourceslice[kubelet]``.
+Needs the package with its ``kubelet`` extra: the wheel ``make dist`` builds, installed as
+``pip install "dist/resourceslice-...whl[kubelet]"`` (it is on no index yet: docs/install.md).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class DemoDriver:
         # fails alone; kubelet retries it.
         return kubeletplugin.prepare_each(claims, self.prepare_claim)
 
-    def prepare_claim(self, claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
+    def prepare_claim(
+        self, claim: kubeletplugin.ResourceClaim
+    ) -> list[kubeletplugin.PreparedDevice]:
         # This driver's devices only (a claim can hold other drivers' too), each with the
         # configuration that wins for it: the claim's over its DeviceClass's.
         devices = kubeletplugin.allocated_devices(claim, self.cdi.driver, DemoConfig)
@@ -143,7 +146,21 @@ def run(
 def main() -> None:
     kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
     client = kubernetes.client.ApiClient()
-    helper = run(client, os.environ["NODE_NAME"], pod_uid=os.environ.get("POD_UID"))
+    # The chart's DaemonSet sets these (kubelet's directories as mounted, which are the
+    # host's: kubelet dials the socket path the plugin registers); else kubelet's defaults.
+    env = os.environ
+    if env.get("DRIVER_NAME", DRIVER) != DRIVER:  # the chart's driver value
+        raise SystemExit(f"DRIVER_NAME is {env['DRIVER_NAME']!r}: this driver is {DRIVER!r}")
+    helper = run(
+        client,
+        env["NODE_NAME"],
+        pod_uid=env.get("POD_UID"),
+        cdi_dir=env.get("CDI_DIR", kubeletplugin.DEFAULT_CDI_DIR),
+        registrar_dir=env.get("KUBELET_REGISTRAR_DIR", kubeletplugin.KUBELET_REGISTRY_DIR),
+        plugin_data_dir=env.get(
+            "KUBELET_PLUGIN_DATA_DIR", f"{kubeletplugin.KUBELET_PLUGINS_DIR}/{DRIVER}"
+        ),
+    )
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     stopping.wait()

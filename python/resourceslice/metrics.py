@@ -1,4 +1,4 @@
-"""Prometheus metrics of one or more controllers: ``pip install 'resourceslice[metrics]'``.
+"""Prometheus metrics of one or more controllers: needs the ``metrics`` extra (prometheus-client).
 
     collector = resourceslice.metrics.register(ctrl)          # the global registry
     collector = resourceslice.metrics.register(ctrl, registry=my_registry)

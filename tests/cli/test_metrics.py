@@ -158,6 +158,7 @@ def test_metrics_address_errors(
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     assert cli.main([*args, "--metrics-address", "127.0.0.1:0"]) == common.EXIT_USAGE
     err = capsys.readouterr().err
-    assert "needs prometheus_client: pip install 'resourceslice[metrics]'" in err
+    assert "needs prometheus_client: the package's metrics extra" in err
+    assert "(pip install 'prometheus-client>=0.17')" in err
     # Each was refused before anything was published.
     assert slices(resource_api, driver) == []

@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The pages whose blocks are a pytest module, not a script.
 PYTEST_PAGES = {"docs/testing.md"}
+# The site's home page shows the README's driver: the same block (checked below), run as the
+# README's.
+README_DRIVER_PAGES = {"docs/index.md"}
 # The drivers the pages publish as: their slices and Leases are removed around each page.
 DRIVERS = ("gpu.example.com", "net.example.com")
 LEASE = "net-example-com-publisher"
@@ -116,13 +119,19 @@ def test_every_python_block_is_run() -> None:
     with_blocks = {relative(page) for page in PAGES if python_blocks(page)}
     assert with_blocks >= {"README.md", "docs/publishing.md", "docs/testing.md"}
     run_as_script = set(SCRIPT_PAGES)
-    assert with_blocks == run_as_script | PYTEST_PAGES | {"README.md"}
+    assert with_blocks == run_as_script | PYTEST_PAGES | README_DRIVER_PAGES | {"README.md"}
+
+
+@pytest.mark.parametrize("page", sorted(README_DRIVER_PAGES))
+def test_the_home_page_driver_is_the_readmes(page: str) -> None:
+    assert python_blocks(ROOT / page) == python_blocks(ROOT / "README.md")
 
 
 SCRIPT_PAGES = sorted(
     relative(page)
     for page in PAGES
-    if python_blocks(page) and relative(page) not in PYTEST_PAGES | {"README.md"}
+    if python_blocks(page)
+    and relative(page) not in PYTEST_PAGES | README_DRIVER_PAGES | {"README.md"}
 )
 
 

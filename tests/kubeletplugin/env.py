@@ -120,7 +120,7 @@ class RecordingPlugin:
             results = {}
             for claim in claims:
                 devices = [
-                    kubeletplugin.Device(
+                    kubeletplugin.PreparedDevice(
                         pool_name=r["pool"],
                         device_name=r["device"],
                         requests=[r["request"]],

@@ -101,7 +101,7 @@ def test_no_configuration_and_an_unknown_source() -> None:
 def test_prepared_device_reports_request_and_share_id() -> None:
     shared = {**result("a", "gpu-0"), "shareID": "1f0e"}
     (device,) = kubeletplugin.allocated_devices(claim_with([shared], []), DRIVER)
-    assert device.prepared(["gpu.example.com/gpu=x"]) == kubeletplugin.Device(
+    assert device.prepared(["gpu.example.com/gpu=x"]) == kubeletplugin.PreparedDevice(
         pool_name="node-1",
         device_name="gpu-0",
         requests=["a"],
@@ -237,7 +237,7 @@ def test_prepare_each_fails_only_the_claim_that_raised() -> None:
     failing["metadata"]["uid"] = "uid-2"
     error = ConfigError("bad")
 
-    def prepare(claim: ResourceClaim) -> list[kubeletplugin.Device]:
+    def prepare(claim: ResourceClaim) -> list[kubeletplugin.PreparedDevice]:
         if claim["metadata"]["uid"] == "uid-2":
             raise error
         return [d.prepared() for d in kubeletplugin.allocated_devices(claim, DRIVER)]
@@ -245,7 +245,11 @@ def test_prepare_each_fails_only_the_claim_that_raised() -> None:
     results = kubeletplugin.prepare_each([ok, failing], prepare)
     assert results == {
         "uid-1": kubeletplugin.PrepareResult(
-            devices=[kubeletplugin.Device(pool_name="node-1", device_name="gpu-0", requests=["a"])]
+            devices=[
+                kubeletplugin.PreparedDevice(
+                    pool_name="node-1", device_name="gpu-0", requests=["a"]
+                )
+            ]
         ),
         "uid-2": kubeletplugin.PrepareResult(error=error),
     }

@@ -43,7 +43,7 @@ class ConfiguredPlugin:
     ) -> dict[str, kubeletplugin.PrepareResult]:
         return kubeletplugin.prepare_each(claims, self.prepare)
 
-    def prepare(self, claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
+    def prepare(self, claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.PreparedDevice]:
         devices = kubeletplugin.allocated_devices(claim, DRIVER, DemoConfig)
         return [
             d.prepared(

@@ -18,7 +18,7 @@ class Config:
     greeting: str
 
 
-def prepare(claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
+def prepare(claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.PreparedDevice]:
     uid: str = claim["metadata"]["uid"]
     allocation = claim["status"]["allocation"]["devices"]
     results = allocation["resutls"]  # error

@@ -125,3 +125,17 @@ def test_cdi_vendor_and_class_start_with_a_letter(
 ) -> None:
     with pytest.raises(ValueError, match="is not a CDI"):
         kubeletplugin.CDISpecWriter(driver, cdi_dir=tmp_path, device_class=device_class)
+
+
+def test_the_old_name_of_prepared_device_warns_and_is_the_same_class() -> None:
+    """kubeletplugin.Device read as resourceslice.Device (a published device): renamed
+    PreparedDevice (CHANGELOG.md); the old name still works, and warns where it is used."""
+    with pytest.warns(DeprecationWarning, match="kubeletplugin.PreparedDevice") as warned:
+        old = kubeletplugin.Device
+    assert old is kubeletplugin.PreparedDevice
+    assert warned[0].filename == __file__  # the caller's line, not the package's
+    with pytest.warns(DeprecationWarning):
+        from resourceslice.kubeletplugin import Device  # noqa: F401
+    assert "Device" not in kubeletplugin.__all__ and "PreparedDevice" in kubeletplugin.__all__
+    with pytest.raises(AttributeError, match="has no attribute 'Devices'"):
+        kubeletplugin.Devices  # noqa: B018

@@ -2,8 +2,8 @@
 
 The server of this module admits one mutating request at a time (the classic max-in-flight
 filter, priority and fairness off), and other clients keep it busy. The controller runs as
-the unprivileged ``driver`` user bound to deploy/rbac.yaml's role: ``system:masters`` would be
-exempt from the limit.
+the unprivileged ``driver`` user bound to the chart's role (deploy/chart): ``system:masters``
+would be exempt from the limit.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ClusterRole of deploy/rbac.yaml, bound to a test user, exactly as shipped (or trimmed).
+"""The chart's ClusterRole for a node-local driver, bound to a test user, as shipped (or trimmed).
 
 The test apiserver's ``driver`` user has no rights of its own: whatever it can do, it can do
 through the binding made here, so a test shows what the shipped role allows.
@@ -10,28 +10,27 @@ import copy
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import kubernetes.client
-import yaml
 
+from chart.renders import RENDERS, find, manifests, roles_of
 from resourceslice.testing import TestCluster
 
-RBAC_YAML = Path(__file__).resolve().parents[2] / "deploy" / "rbac.yaml"
 _bindings = itertools.count()
 
 
 def shipped_role() -> dict[str, Any]:
-    """What a node-local driver binds of deploy/rbac.yaml: both its ClusterRoles
-    (resourceslice-publisher, and resourceslice-node-owner for its Node owner), as one."""
-    roles = {
-        d["metadata"]["name"]: d
-        for d in yaml.safe_load_all(RBAC_YAML.read_text())
-        if d["kind"] == "ClusterRole"
-    }
-    publisher, node_owner = roles["resourceslice-publisher"], roles["resourceslice-node-owner"]
-    return {**publisher, "rules": [*publisher["rules"], *node_owner["rules"]]}
+    """What the chart grants a node-local driver for publishing: its kubelet plugin's
+    ClusterRole (the chart's default render), the rules on ResourceSlices and Nodes (the
+    owner's uid). The rule on ResourceClaims is the kubelet plugin's own, which
+    tests/security/test_deploy.py shows used."""
+    docs = manifests("default")
+    account = find(docs, "DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"]
+    [role] = roles_of(docs, RENDERS["default"].namespace, account)
+    rules = [r for r in role["rules"] if r["resources"] != ["resourceclaims"]]
+    assert {g for r in rules for g in r["apiGroups"]} == {"", "resource.k8s.io"}
+    return {**role, "rules": rules}
 
 
 def without_verb(role: dict[str, Any], verb: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ Since Kubernetes 1.36 (DRAResourceClaimGranularStatusAuthorization, on by defaul
 ``resourceclaims/driver`` subresource named after the driver: ``associated-node:<verb>`` for a
 service account whose token names the node the claim is allocated on (a pod's token, bound
 to a pod on that node; the claim's node selector names one node), else
-``arbitrary-node:<verb>``. The kubelet plugin's manifest (examples/kubelet-driver.yaml) grants
+``arbitrary-node:<verb>``. The kubelet plugin's role (the chart's, deploy/chart) grants
 ``associated-node:patch`` for its driver only: a plugin on node A writes the status of claims
 allocated on node A and is refused for claims on node B, as the audit log shows. The central
 driver's role of docs/security.md (``arbitrary-node:patch``) writes claims on any node.
@@ -28,6 +28,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from chart.renders import manifests
 from integration.claim_env import allocated, entries, read, result
 from resourceslice import kubeletplugin
 from resourceslice._http import kubeconfig_client, send_json
@@ -63,12 +64,12 @@ _names = itertools.count()
 
 
 def manifest_role() -> dict[str, Any]:
-    """The kubelet plugin's ClusterRole, as examples/kubelet-driver.yaml ships it."""
-    docs = yaml.safe_load_all((REPO / "examples/kubelet-driver.yaml").read_text())
+    """The kubelet plugin's ClusterRole, as the chart renders it by default."""
     [role] = [
         d
-        for d in docs
-        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "demo-driver"
+        for d in manifests("default")
+        if d["kind"] == "ClusterRole"
+        and any("resourceclaims/driver" in rule.get("resources", ()) for rule in d["rules"])
     ]
     return dict(role)
 

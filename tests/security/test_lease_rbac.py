@@ -1,5 +1,5 @@
-"""deploy/leader-election.yaml's Role is exactly what leader election needs; the Deployment
-example runs a command the CLI accepts."""
+"""The chart's Lease Role is exactly what leader election needs (plain, and with shards); its
+Deployment runs a command the CLI accepts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import kubernetes.client
 import pytest
 import yaml
 
+from chart.renders import find, manifests
 from resourceslice import _poolfile
 from resourceslice.cli import common
 from resourceslice.cli.command import build_parser
@@ -22,14 +23,13 @@ from resourceslice.leaderelection import LeaderElection, LeaderElector
 from resourceslice.sharding import GROUP_LABEL, ShardedElector
 from resourceslice.testing import TestCluster
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 NAMESPACE = "default"
 _names = itertools.count()
 
 
-def shipped(path: str, kind: str) -> dict[str, Any]:
-    [doc] = [d for d in yaml.safe_load_all((DEPLOY / path).read_text()) if d["kind"] == kind]
-    return dict(doc)
+def shipped(kind: str, render: str = "publisher") -> dict[str, Any]:
+    """The one object of ``kind`` in a render of the chart (tests/chart/renders.py)."""
+    return find(manifests(render), kind)
 
 
 @contextmanager
@@ -86,7 +86,7 @@ def without(rules: list[dict[str, Any]], verb: str) -> list[dict[str, Any]]:
 def the_lease(role: dict[str, Any]) -> str:
     """The one Lease the Role names: publish's default for the Deployment's driver."""
     [name] = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
-    deployment = shipped("publisher-deployment.yaml", "Deployment")
+    deployment = shipped("Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert name == f"resourceslice-{build_parser().parse_args(container['command'][1:]).driver}"
     return str(name)
@@ -94,11 +94,8 @@ def the_lease(role: dict[str, Any]) -> str:
 
 @pytest.mark.integration
 def test_the_shipped_role_is_enough_and_each_verb_is_needed(kube_cluster: TestCluster) -> None:
-    role = shipped("leader-election.yaml", "Role")
-    assert (
-        shipped("leader-election.yaml", "RoleBinding")["roleRef"]["name"]
-        == (role["metadata"]["name"])
-    )
+    role = shipped("Role")
+    assert shipped("RoleBinding")["roleRef"]["name"] == role["metadata"]["name"]
     lease = the_lease(role)
     admin = kube_cluster.api_client("admin")
     leases = kubernetes.client.CoordinationV1Api(admin)
@@ -153,12 +150,15 @@ def sharded_round(cluster: TestCluster, lease: str) -> tuple[list[BaseException]
 
 @pytest.mark.integration
 def test_shards_need_list(kube_cluster: TestCluster) -> None:
-    """The shipped Role (no shards: no list) changed as its comment says for shards: "list"
-    added, and no resourceNames (the member Leases are named after each replica)."""
-    role = shipped("leader-election.yaml", "Role")
-    verbs = sorted({v for rule in role["rules"] for v in rule["verbs"]})
-    with_list = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                  "verbs": [*verbs, "list"]}]  # fmt: skip
+    """The chart's Lease Role with shards (the sharded render) is enough for them: "list"
+    added, and no resourceNames (the member Leases are named after each replica). The Role
+    without shards (no list) is not."""
+    role = shipped("Role")
+    with_list = shipped("Role", "sharded")["rules"]
+    assert sorted({v for rule in with_list for v in rule["verbs"]}) == sorted(
+        {"list", *(v for rule in role["rules"] for v in rule["verbs"])}
+    )
+    assert not any("resourceNames" in rule for rule in with_list)
     admin = kube_cluster.api_client("admin")
     leases = kubernetes.client.CoordinationV1Api(admin)
     try:
@@ -174,8 +174,9 @@ def test_shards_need_list(kube_cluster: TestCluster) -> None:
         admin.close()
 
 
-def test_the_deployment_example_runs_a_valid_publish() -> None:
-    deployment = shipped("publisher-deployment.yaml", "Deployment")
+@pytest.mark.parametrize("render", ["publisher", "sharded"])
+def test_the_deployment_runs_a_valid_publish(render: str) -> None:
+    deployment = shipped("Deployment", render)
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     # kubelet expands $(POD_IP) from the container's env: the pod's IP (downward API).
     assert container["env"] == [
@@ -185,7 +186,9 @@ def test_the_deployment_example_runs_a_valid_publish() -> None:
     command = [arg.replace("$(POD_IP)", pod_ip) for arg in container["command"]]
     assert command[0] == "resourceslice"
     args = build_parser().parse_args(command[1:])
-    assert args.leader_elect and not args.once and args.shards == 1  # the Role has no list
+    role = shipped("Role", render)
+    listed = any("list" in rule["verbs"] for rule in role["rules"])
+    assert args.leader_elect and not args.once and (args.shards > 1) == listed
     # The probes ask the metrics server the command runs, where kubelet's probes connect:
     # the pod's IP (only: not every interface).
     port = container["ports"][0]
@@ -193,10 +196,10 @@ def test_the_deployment_example_runs_a_valid_publish() -> None:
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/livez", "port": port["name"]}
     # The pools file of the ConfigMap is valid for that driver.
-    config = shipped("publisher-deployment.yaml", "ConfigMap")
+    config = shipped("ConfigMap", render)
     [mount] = container["volumeMounts"]
     assert args.file.parent == Path(mount["mountPath"])
     document = yaml.safe_load(config["data"][args.file.name])
     resources, errors = _poolfile.parse_resources(document, common.selection_of(args))
-    assert errors == [] and list(resources.pools) == ["fabric-a"]
+    assert errors == [] and resources.pools
     assert deployment["spec"]["replicas"] >= 2

@@ -1,4 +1,5 @@
-"""Least privilege on the real apiserver: deploy/rbac.yaml's role, and the Node authorizer.
+"""Least privilege on the real apiserver: the chart's role for a node-local driver
+(deploy/chart), and the Node authorizer.
 
 The ``driver`` user of the test server has no rights but those bound here, so what works
 below works with exactly the shipped ClusterRole, and what fails fails for lack of it.

@@ -170,7 +170,8 @@ class Publisher:
             from resourceslice import metrics
         except ImportError as exc:
             raise UserError(
-                f"--metrics-address needs {exc.name}: pip install 'resourceslice[metrics]'"
+                f"--metrics-address needs {exc.name}: the package's metrics extra "
+                "(pip install 'prometheus-client>=0.17')"
             ) from None
         host, port = self.args.metrics_address
         try:

@@ -1,6 +1,6 @@
 """The kubelet half of a DRA driver: registration with kubelet and the DRA gRPC service.
 
-Needs the ``kubelet`` extra (``pip install resourceslice[kubelet]``: grpcio, protobuf)::
+Needs the ``kubelet`` extra (grpcio, protobuf; docs/install.md)::
 
     from resourceslice import kubeletplugin
 
@@ -42,6 +42,9 @@ unprepare gets what prepare recorded. See docs/kubelet-plugin.md, the README's d
 
 from __future__ import annotations
 
+import warnings
+from typing import TYPE_CHECKING, Any
+
 from resourceslice.kubeletplugin.allocation import AllocatedDevice, allocated_devices, prepare_each
 from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR, CDISpecWriter
 from resourceslice.kubeletplugin.claims import (
@@ -67,16 +70,20 @@ from resourceslice.kubeletplugin.registration import (
 from resourceslice.kubeletplugin.types import (
     ClaimRecord,
     ClaimRef,
-    Device,
     DeviceHealth,
     HealthNotSupportedError,
     HealthReporter,
     HealthStatus,
     Plugin,
+    PreparedDevice,
     PrepareResult,
     PrepareResults,
     UnprepareResults,
 )
+
+if TYPE_CHECKING:
+    #: Deprecated: :class:`PreparedDevice` (``resourceslice.Device`` is a published device).
+    Device = PreparedDevice
 
 __all__ = [
     "DEFAULT_CDI_DIR",
@@ -94,7 +101,6 @@ __all__ = [
     "ClaimRecord",
     "ClaimRef",
     "ConfigError",
-    "Device",
     "DeviceAllocationConfiguration",
     "DeviceHealth",
     "DeviceRequestAllocationResult",
@@ -106,6 +112,7 @@ __all__ = [
     "Plugin",
     "PrepareResult",
     "PrepareResults",
+    "PreparedDevice",
     "Reconciliation",
     "ResourceClaim",
     "UnprepareResults",
@@ -115,3 +122,18 @@ __all__ = [
     "rolling_update_registrar_socket",
     "start",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The old name of PreparedDevice, which read as resourceslice.Device (a published
+    # device): it still works, and says so once per place it is used.
+    if name == "Device":
+        warnings.warn(
+            "resourceslice.kubeletplugin.PreparedDevice is deprecated: it is "
+            "resourceslice.kubeletplugin.PreparedDevice (resourceslice.Device is a published "
+            "device); see CHANGELOG.md",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PreparedDevice
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from resourceslice.kubeletplugin.claims import DeviceRequestAllocationResult, ResourceClaim
 from resourceslice.kubeletplugin.config import ConfigError, decode_config
-from resourceslice.kubeletplugin.types import Device, PrepareResult
+from resourceslice.kubeletplugin.types import PreparedDevice, PrepareResult
 
 _C = TypeVar("_C")
 
@@ -57,9 +57,9 @@ class AllocatedDevice(Generic[_C]):
         """The allocation's share ID, for a device allocated to several claims at once."""
         return self.result.get("shareID")
 
-    def prepared(self, cdi_device_ids: Sequence[str] = ()) -> Device:
-        """The :class:`Device` to report for it once prepared, its share ID included."""
-        return Device(
+    def prepared(self, cdi_device_ids: Sequence[str] = ()) -> PreparedDevice:
+        """The :class:`PreparedDevice` to report for it once prepared, its share ID included."""
+        return PreparedDevice(
             pool_name=self.pool,
             device_name=self.name,
             requests=[self.request],
@@ -129,7 +129,7 @@ def allocated_devices(
 
 def prepare_each(
     claims: Sequence[ResourceClaim],
-    prepare: Callable[[ResourceClaim], Sequence[Device] | PrepareResult],
+    prepare: Callable[[ResourceClaim], Sequence[PreparedDevice] | PrepareResult],
 ) -> dict[str, PrepareResult]:
     """``prepare(claim)`` for each claim: its devices (or its whole :class:`PrepareResult`,
     to record ``data`` with them), or what it raised as that claim's error, the other claims

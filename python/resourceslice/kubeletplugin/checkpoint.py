@@ -44,7 +44,7 @@ from typing import Any
 
 from resourceslice.api import ResourceSliceError
 from resourceslice.kubeletplugin.claims import ResourceClaim
-from resourceslice.kubeletplugin.types import ClaimRecord, Device
+from resourceslice.kubeletplugin.types import ClaimRecord, PreparedDevice
 
 log = logging.getLogger("resourceslice.kubeletplugin")
 
@@ -87,7 +87,7 @@ def allocation_digest(claim: ResourceClaim, driver: str) -> str:
     return hashlib.sha256(canonical([results, config]).encode()).hexdigest()[:32]
 
 
-def _device_json(device: Device) -> dict[str, Any]:
+def _device_json(device: PreparedDevice) -> dict[str, Any]:
     out: dict[str, Any] = {
         "pool": device.pool_name,
         "device": device.device_name,
@@ -120,7 +120,7 @@ def check_json(record: ClaimRecord) -> None:
 
 def _record(uid: str, stored: Mapping[str, Any]) -> ClaimRecord:
     devices = tuple(
-        Device(
+        PreparedDevice(
             pool_name=str(d["pool"]),
             device_name=str(d["device"]),
             requests=[str(r) for r in d["requests"]],

@@ -29,8 +29,9 @@ class ClaimRef:
 
 
 @dataclass
-class Device:
-    """One allocated device the plugin prepared for a claim.
+class PreparedDevice:
+    """One allocated device the plugin prepared for a claim (what kubelet is told of it:
+    ``resourceslice.Device``, by contrast, is a device a ResourceSlice publishes).
 
     ``requests``: the claim's requests the device was allocated for (subrequests,
     ``req/sub``, are reported as their request); empty means all of them.
@@ -55,7 +56,7 @@ class PrepareResult:
     ``unprepare_resource_claims`` finds it in ``ClaimRef.record.data``.
     """
 
-    devices: Sequence[Device] = field(default_factory=list)
+    devices: Sequence[PreparedDevice] = field(default_factory=list)
     error: str | BaseException | None = None
     data: Any = None
 
@@ -74,7 +75,7 @@ class ClaimRecord:
     uid: str
     namespace: str
     name: str
-    devices: tuple[Device, ...] = ()
+    devices: tuple[PreparedDevice, ...] = ()
     data: Any = None
     cdi_specs: Mapping[str, Any] = field(default_factory=dict)
     allocation: str = ""
@@ -84,7 +85,7 @@ class ClaimRecord:
         """The recorded result, as the driver's prepare returned it (fresh copies)."""
         return PrepareResult(
             devices=[
-                Device(
+                PreparedDevice(
                     pool_name=d.pool_name,
                     device_name=d.device_name,
                     requests=list(d.requests),
