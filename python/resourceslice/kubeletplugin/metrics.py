@@ -1,4 +1,4 @@
-"""Prometheus metrics of kubelet plugins' checkpoints: needs the ``metrics`` extra (prometheus-client).
+"""Prometheus metrics of kubelet plugins' checkpoints (the ``metrics`` extra: prometheus-client).
 
     from resourceslice.kubeletplugin import metrics
     metrics.register(helper)                              # the global registry
