@@ -97,6 +97,27 @@ def write_spec_file(path: Path, spec: Mapping[str, Any]) -> None:
         raise
 
 
+def write_claim_spec(claim_uid: str, path: Path, spec: Mapping[str, Any]) -> None:
+    """Write a spec file of a claim (:func:`write_spec_file`), noted in the journal of the
+    prepare call under way, if any: the checkpoint then restores it and removes it with the
+    claim."""
+    written = _journal.get()
+    if written is not None:
+        written.directory(path.parent)
+    write_spec_file(path, spec)
+    if written is not None:
+        written.note(claim_uid, path, dict(spec))
+
+
+def remove_claim_spec(claim_uid: str, path: Path) -> None:
+    """Remove a spec file of a claim (nothing to do when there is none), noted in the
+    journal as :func:`write_claim_spec` does."""
+    path.unlink(missing_ok=True)
+    written = _journal.get()
+    if written is not None:
+        written.note(claim_uid, path, None)
+
+
 def claim_spec_files(driver: str, cdi_dir: Path) -> Iterator[tuple[str, Path, bool]]:
     """``(claim UID, path, temporary)`` of each file in ``cdi_dir`` that a
     :class:`CDISpecWriter` of ``driver`` writes for a claim: its specs, and the temporary
@@ -174,18 +195,9 @@ class CDISpecWriter:
                 raise ValueError(f"device name {name!r} cannot be part of a CDI device name")
             spec_devices.append({"name": cdi_name, "containerEdits": dict(edits)})
         spec = {"cdiVersion": self.cdi_version, "kind": self.kind, "devices": spec_devices}
-        written = _journal.get()
-        if written is not None:
-            written.directory(self.cdi_dir)
-        write_spec_file(path, spec)
-        if written is not None:
-            written.note(claim_uid, path, spec)
+        write_claim_spec(claim_uid, path, spec)
         return {name: self.device_id(claim_uid, name) for name in devices}
 
     def remove_claim(self, claim_uid: str) -> None:
         """Remove the claim's spec; nothing to do if there is none (unprepare is repeated)."""
-        path = self.spec_path(claim_uid)
-        path.unlink(missing_ok=True)
-        written = _journal.get()
-        if written is not None:
-            written.note(claim_uid, path, None)
+        remove_claim_spec(claim_uid, self.spec_path(claim_uid))
