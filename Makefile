@@ -96,7 +96,7 @@ $(OLDEST_STAMP): pyproject.toml Makefile
 
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
 # OLDEST_DEPS: pip check), then the suite from that installation.
-test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm $(OLDEST_STAMP)
+test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-metadata $(OLDEST_STAMP)
 	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
 	$(OLDEST_PY) -m pip check
 	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
@@ -105,7 +105,7 @@ test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm $(OLDEST
 
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
 # server with the newest Python and dependencies, then again on the oldest.
-test: lint server kubelet-harness dra-cluster device-attrs helm wheel
+test: lint server kubelet-harness dra-cluster device-attrs helm device-metadata wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
@@ -139,7 +139,7 @@ PROTOC_VENV := .venv-protoc
 KUBELET_PROTOS := dra/v1:dra_v1 dra/v1beta1:dra_v1beta1 dra-health/v1:health_v1 \
 	dra-health/v1alpha1:health_v1alpha1 pluginregistration/v1:pluginregistration_v1
 
-.PHONY: protos kubelet-harness dra-cluster device-attrs helm
+.PHONY: protos kubelet-harness dra-cluster device-attrs helm device-metadata
 # Build (or find cached) the kubelet harness the kubeletplugin tests register plugins with.
 kubelet-harness: dev
 	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
@@ -159,6 +159,12 @@ device-attrs: dev
 # lints and renders the chart in deploy/chart for tests/chart and tests/security/test_deploy.py.
 helm: dev
 	$(PY) -c "from resourceslice.testing.helm import build_helm; print(build_helm())"
+
+# Build (or find cached) Go's device metadata decoder and helper as a command
+# (resourceslice.testing.devicemetadata), the oracle the metadata files are checked against.
+device-metadata: dev
+	$(PY) -c "from resourceslice.testing.devicemetadata import build_metadata_oracle; \
+		print(build_metadata_oracle())"
 
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)
