@@ -36,8 +36,9 @@ in flight meanwhile.
 
 The helper keeps a checkpoint of the claims the driver prepared (``helper.checkpoint``,
 :mod:`~resourceslice.kubeletplugin.prepared`): a repeated prepare is answered from it, and
-unprepare gets what prepare recorded. See docs/kubelet-plugin.md, the README's driver and
-``examples/``.
+unprepare gets what prepare recorded. With ``device_metadata``, each prepared request gets a
+metadata file in its containers (:mod:`~resourceslice.kubeletplugin.metadata`). See
+docs/kubelet-plugin.md, the README's driver and ``examples/``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from resourceslice.kubeletplugin.claims import (
 )
 from resourceslice.kubeletplugin.config import ConfigError, decode_config
 from resourceslice.kubeletplugin.helper import Helper, start
+from resourceslice.kubeletplugin.metadata import METADATA_V1ALPHA1, METADATA_V1BETA1
 from resourceslice.kubeletplugin.prepared import Checkpoint, CheckpointStats
 from resourceslice.kubeletplugin.reconcile import Reconciliation
 from resourceslice.kubeletplugin.registration import (
@@ -71,6 +73,7 @@ from resourceslice.kubeletplugin.types import (
     ClaimRecord,
     ClaimRef,
     DeviceHealth,
+    DeviceMetadata,
     HealthNotSupportedError,
     HealthReporter,
     HealthStatus,
@@ -93,6 +96,8 @@ __all__ = [
     "HEALTH_V1ALPHA1",
     "KUBELET_PLUGINS_DIR",
     "KUBELET_REGISTRY_DIR",
+    "METADATA_V1ALPHA1",
+    "METADATA_V1BETA1",
     "AllocatedDevice",
     "AllocationResult",
     "CDISpecWriter",
@@ -103,6 +108,7 @@ __all__ = [
     "ConfigError",
     "DeviceAllocationConfiguration",
     "DeviceHealth",
+    "DeviceMetadata",
     "DeviceRequestAllocationResult",
     "HealthNotSupportedError",
     "HealthReporter",

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from resourceslice.kubeletplugin.claims import DeviceRequestAllocationResult, ResourceClaim
 from resourceslice.kubeletplugin.config import ConfigError, decode_config
-from resourceslice.kubeletplugin.types import PreparedDevice, PrepareResult
+from resourceslice.kubeletplugin.types import DeviceMetadata, PreparedDevice, PrepareResult
 
 _C = TypeVar("_C")
 
@@ -57,14 +57,19 @@ class AllocatedDevice(Generic[_C]):
         """The allocation's share ID, for a device allocated to several claims at once."""
         return self.result.get("shareID")
 
-    def prepared(self, cdi_device_ids: Sequence[str] = ()) -> PreparedDevice:
-        """The :class:`PreparedDevice` to report for it once prepared, its share ID included."""
+    def prepared(
+        self, cdi_device_ids: Sequence[str] = (), *, metadata: DeviceMetadata | None = None
+    ) -> PreparedDevice:
+        """The :class:`PreparedDevice` to report for it once prepared, its share ID included;
+        ``metadata``: what its request's metadata file says of it (when the helper writes
+        them)."""
         return PreparedDevice(
             pool_name=self.pool,
             device_name=self.name,
             requests=[self.request],
             cdi_device_ids=cdi_device_ids,
             share_id=self.share_id,
+            metadata=metadata,
         )
 
 

@@ -48,8 +48,10 @@ from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2_grpc,
 )
 from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
+from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR
 from resourceslice.kubeletplugin.claims import ResourceClaim
 from resourceslice.kubeletplugin.healthstream import health_servicer
+from resourceslice.kubeletplugin.metadata import MetadataPlugin, MetadataWriter
 from resourceslice.kubeletplugin.prepared import Checkpoint
 from resourceslice.kubeletplugin.registration import (
     DRA_V1,
@@ -70,6 +72,7 @@ from resourceslice.kubeletplugin.types import (
     DeviceHealth,
     HealthReporter,
     Plugin,
+    PreparedDevice,
     PrepareResult,
 )
 
@@ -82,7 +85,8 @@ class Helper:
 
     ``registrar_socket_path`` and ``plugin_socket_path`` are where it serves, ``services``
     what it offers kubelet, ``registration_status`` what kubelet answered last,
-    ``checkpoint`` the checkpoint of prepared claims (None when turned off).
+    ``checkpoint`` the checkpoint of prepared claims (None when turned off),
+    ``device_metadata`` the writer of the claims' metadata files (None unless turned on).
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class Helper:
         reconcile_pool_with_name: str | None,
         max_workers: int,
         checkpoint: bool = False,
+        metadata: MetadataWriter | None = None,
     ) -> None:
         self.driver = driver
         self.node_name = node_name
@@ -116,6 +121,12 @@ class Helper:
         self.registration_status: pluginregistration_v1_pb2.RegistrationStatus | None = None
         self._registered = threading.Event()
         self._plugin = plugin
+        self.device_metadata = metadata
+        # What prepare and unprepare call: with metadata, the files are written and removed
+        # around the driver's callbacks, so the checkpoint records them as the driver's work.
+        self._claims_plugin: Plugin = (
+            plugin if metadata is None else MetadataPlugin(plugin, metadata)
+        )
         self._api_client = api_client
         # Claims are read in the newest resource.k8s.io version served, which the slices'
         # discovery finds (one group, one answer).
@@ -140,7 +151,7 @@ class Helper:
             self.checkpoint = Checkpoint(
                 plugin_data_dir,
                 driver=driver,
-                plugin=plugin,
+                plugin=self._claims_plugin,
                 loop=self._loop,
                 serializer=self._serializer,
                 error_handler=self._error_handler,
@@ -280,6 +291,25 @@ class Helper:
             raise ValueError("no api_client: device status cannot be written")
         return self._device_status
 
+    def update_request_metadata(
+        self, namespace: str, name: str, uid: str, request: str, devices: Sequence[PreparedDevice]
+    ) -> None:
+        """Rewrite the metadata file of ``request`` of a prepared claim with ``devices``, one
+        generation further (Go's ``Helper.UpdateRequestMetadata``): for what is known only
+        after prepare, such as the network's data once the pod's sandbox exists. Give the
+        request's devices as prepare returned them, their ``metadata`` now complete (the
+        file's devices are replaced). Containers created afterwards see it; a running one
+        keeps the file it was given (its bind mount holds the replaced file).
+
+        RuntimeError when the helper writes no metadata; ValueError when the claim's request
+        has no file here, the file is of another claim UID, or the metadata is not valid.
+        """
+        if self.device_metadata is None:
+            raise RuntimeError(
+                "device metadata is not enabled (kubeletplugin.start(..., device_metadata=...))"
+            )
+        self.device_metadata.update(namespace, name, uid, request, devices)
+
     @property
     def controller(self) -> Controller | None:
         """The ResourceSlice controller once :meth:`publish_resources` started it."""
@@ -365,7 +395,7 @@ class Helper:
                     if self.checkpoint is not None:
                         got = self.checkpoint.prepare(claims, deadline)
                     else:
-                        callback = self._plugin.prepare_resource_claims(claims)
+                        callback = self._claims_plugin.prepare_resource_claims(claims)
                         got = self._loop.resolve(callback, deadline)
             except Exception as exc:
                 self._error_handler(exc, "prepare_resource_claims failed")
@@ -386,7 +416,7 @@ class Helper:
                 if self.checkpoint is not None:
                     got = self.checkpoint.unprepare(refs, deadline)
                 else:
-                    callback = self._plugin.unprepare_resource_claims(list(refs))
+                    callback = self._claims_plugin.unprepare_resource_claims(list(refs))
                     got = self._loop.resolve(callback, deadline)
         except Exception as exc:
             self._error_handler(exc, "unprepare_resource_claims failed")
@@ -453,6 +483,8 @@ def start(
     reconcile_pool_with_name: str | None = None,
     max_workers: int = 4,
     checkpoint: bool = True,
+    device_metadata: Sequence[str] | None = None,
+    cdi_dir: str = DEFAULT_CDI_DIR,
 ) -> Helper:
     """Serve ``plugin`` to kubelet and register it; returns the running :class:`Helper`.
 
@@ -489,6 +521,13 @@ def start(
     .json``, answer a repeated prepare from it, hand unprepare the record, and reconcile at
     start (:mod:`~resourceslice.kubeletplugin.prepared`); False for a driver that keeps its
     own. It needs ``serialize``.
+
+    ``device_metadata``: the metadata versions to write (``[kubeletplugin.METADATA_V1BETA1]``,
+    the newest named explicitly, as Go's ``EnableDeviceMetadata`` wants it; older ones after
+    it for readers not updated): then each prepared claim's requests get a metadata file
+    mounted into their containers, through a CDI spec in ``cdi_dir``
+    (:mod:`~resourceslice.kubeletplugin.metadata`; Go's ``CDIDirectory``).
+    ``helper.update_request_metadata`` completes a file later.
     """
     if api_client is None:
         # As Go's helper refuses to start without a client: claims are read with it.
@@ -530,6 +569,11 @@ def start(
         # work; a private loop would fail them.
         with contextlib.suppress(RuntimeError):
             loop = asyncio.get_running_loop()
+    metadata = None
+    if device_metadata is not None:
+        metadata = MetadataWriter(
+            driver, plugin_data_dir=plugin_data_dir, cdi_dir=cdi_dir, versions=device_metadata
+        )
     lock_file = None
     if rolling_update_uid:
         lock_file = Path(lock_dir or plugin_data_dir) / "serialize.lock"
@@ -551,6 +595,7 @@ def start(
         reconcile_pool_with_name=reconcile_pool_with_name,
         max_workers=max_workers,
         checkpoint=checkpoint,
+        metadata=metadata,
     )
     try:
         helper._start()

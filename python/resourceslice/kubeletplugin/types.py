@@ -6,10 +6,14 @@ import copy
 import enum
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from resourceslice.api import ResourceSliceError
 from resourceslice.kubeletplugin.claims import ResourceClaim
+
+if TYPE_CHECKING:
+    from resourceslice.claimstatus import NetworkDeviceData
+    from resourceslice.types import DeviceAttribute
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,23 @@ class ClaimRef:
     record: ClaimRecord | None = field(default=None, compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class DeviceMetadata:
+    """What the containers using a device are told about it in their metadata file, when the
+    helper writes them (``start(..., device_metadata=...)``; KEP-5304), as Go's
+    ``kubeletplugin.DeviceMetadata``.
+
+    ``attributes``: as a ResourceSlice's device has them (``{"model": {"string": "H100"}}``,
+    keys qualified or in the driver's domain), best all those the slice publishes, and any
+    known only at run time. ``network_data``: the interface's name, addresses and hardware
+    address, as a claim's ``status.devices[].networkData`` (often known only once the pod's
+    sandbox exists: then given later, to ``Helper.update_request_metadata``).
+    """
+
+    attributes: Mapping[str, DeviceAttribute] = field(default_factory=dict)
+    network_data: NetworkDeviceData | None = None
+
+
 @dataclass
 class PreparedDevice:
     """One allocated device the plugin prepared for a claim (what kubelet is told of it:
@@ -38,6 +59,8 @@ class PreparedDevice:
     ``cdi_device_ids``: what the container runtime injects (see :class:`CDISpecWriter`).
     ``share_id``: the allocation's share ID for devices allocated to several claims at once
     (``allowMultipleAllocations``); only ``v1.DRAPlugin`` carries it.
+    ``metadata``: what goes into its requests' metadata files, when the helper writes them
+    (ignored otherwise); the checkpoint does not record it (the files outlive the process).
     """
 
     pool_name: str
@@ -45,6 +68,7 @@ class PreparedDevice:
     requests: Sequence[str] = ()
     cdi_device_ids: Sequence[str] = ()
     share_id: str | None = None
+    metadata: DeviceMetadata | None = None
 
 
 @dataclass

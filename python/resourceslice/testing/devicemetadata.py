@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from resourceslice.kubeletplugin.types import Device
+from resourceslice.kubeletplugin.types import PreparedDevice
 from resourceslice.testing.cluster import ClusterError, build_go_binary
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -70,7 +70,7 @@ def go_decode(path: str | os.PathLike[str]) -> dict[str, Any]:
     return _ask({"op": "decode", "path": os.fspath(path)})
 
 
-def _device(device: Device) -> dict[str, Any]:
+def _device(device: PreparedDevice) -> dict[str, Any]:
     metadata = None
     if device.metadata is not None:
         metadata = {
@@ -94,7 +94,7 @@ def go_helper(
     cdi_dir: str | os.PathLike[str],
     versions: Sequence[str],
     claim: Mapping[str, Any] | None = None,
-    devices: Sequence[Device] = (),
+    devices: Sequence[PreparedDevice] = (),
     request: str = "",
 ) -> dict[str, Any]:
     """Go's kubeletplugin helper with ``EnableDeviceMetadata(true, versions)`` and
