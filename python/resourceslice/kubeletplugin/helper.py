@@ -526,7 +526,8 @@ def start(
     the newest named explicitly, as Go's ``EnableDeviceMetadata`` wants it; older ones after
     it for readers not updated): then each prepared claim's requests get a metadata file
     mounted into their containers, through a CDI spec in ``cdi_dir``
-    (:mod:`~resourceslice.kubeletplugin.metadata`; Go's ``CDIDirectory``).
+    (:mod:`~resourceslice.kubeletplugin.metadata`; Go's ``CDIDirectory``, used for nothing
+    else: the driver's own specs go where its :class:`CDISpecWriter` writes them).
     ``helper.update_request_metadata`` completes a file later.
     """
     if api_client is None:

@@ -129,13 +129,14 @@ def check_versions(versions: Sequence[str]) -> tuple[str, ...]:
     of this library never drops a version its readers know)."""
     if isinstance(versions, str):
         raise ValueError("device_metadata: a list of versions, not a string")
+    versions = list(versions)
     if not versions:
         raise ValueError("metadata versions must be explicitly selected, none chosen")
     for version in versions:
         if version not in _KNOWN_VERSIONS:
             raise ValueError(f"metadata version {version!r} is not supported")
     if len(set(versions)) != len(versions):
-        raise ValueError(f"metadata versions {list(versions)} name one twice")
+        raise ValueError(f"metadata versions {versions} name one twice")
     if METADATA_V1BETA1 not in versions:
         raise ValueError(
             f"the latest metadata version is {METADATA_V1BETA1} and must be enabled explicitly"
