@@ -9,7 +9,7 @@ and so does a kubelet restart and a reboot.
 
 from __future__ import annotations
 
-import tempfile
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,11 +143,10 @@ def expected_object(
 
 
 def go_twin(
-    claim: dict[str, Any], devices: list[kubeletplugin.Device]
-) -> tuple[dict[str, Any], Path]:
-    """Go's helper prepares the same claim with the same devices, in a directory of its own:
-    its answer, and that directory (``plugin/``, ``cdi/``)."""
-    root = Path(tempfile.mkdtemp(prefix="go-md-"))
+    root: Path, claim: dict[str, Any], devices: list[kubeletplugin.Device]
+) -> dict[str, Any]:
+    """Go's helper prepares the same claim with the same devices, its plugin data directory
+    ``root/plugin``, its CDI directory ``root/cdi``: its answer to kubelet."""
     answer = go_helper(
         "prepare",
         driver=DRIVER,
@@ -158,11 +157,11 @@ def go_twin(
         devices=devices,
     )
     assert "error" not in answer, answer
-    return answer, root
+    return answer
 
 
 def test_a_container_gets_its_requests_metadata_as_gos_helper_writes_it(
-    dra_cluster: DRACluster, setup: Setup
+    dra_cluster: DRACluster, setup: Setup, tmp_path: Path
 ) -> None:
     dra_cluster.create_claim_template("one-nic", device_class="nic", request="nic")
     dra_cluster.create_pod("app", claim_template="one-nic", containers=("ctr", "sidecar"))
@@ -192,13 +191,16 @@ def test_a_container_gets_its_requests_metadata_as_gos_helper_writes_it(
 
     # Go's helper, for the same claim and the driver's same answer: the same file, the same
     # mount, the same CDI device ID given to the containers.
-    answer, go_root = go_twin(claim, setup.driver.returned[uid])
-    go_file = go_root / "plugin/dra-device-metadata" / f"default_{claim['metadata']['name']}"
+    answer = go_twin(tmp_path, claim, setup.driver.returned[uid])
+    go_file = tmp_path / "plugin/dra-device-metadata" / f"default_{claim['metadata']['name']}"
     assert (go_file / "nic/metadata.json").read_bytes() == source.read_bytes()
+    go_spec = json.loads((tmp_path / f"cdi/{DRIVER}_metadata_{uid}_nic.json").read_text())
+    (go_mount,) = go_spec["devices"][0]["containerEdits"]["mounts"]
+    assert (go_mount["containerPath"], go_mount["options"]) == (path, ["ro", "bind"])
     (go_device,) = answer["devices"]
     metadata_id = f"{DRIVER}/metadata={uid}_nic"
     assert go_device["cdiDeviceIds"] == [f"{DRIVER}/device={uid}-{device}", metadata_id]
-    assert metadata_id in pod.containers["ctr"].cdi_devices
+    assert sorted(pod.containers["ctr"].cdi_devices) == sorted(go_device["cdiDeviceIds"])
 
     # Known once the sandbox exists: the network's data, one generation further.
     network = {
@@ -217,8 +219,8 @@ def test_a_container_gets_its_requests_metadata_as_gos_helper_writes_it(
     update = go_helper(
         "update",
         driver=DRIVER,
-        plugin_data_dir=go_root / "plugin",
-        cdi_dir=go_root / "cdi",
+        plugin_data_dir=tmp_path / "plugin",
+        cdi_dir=tmp_path / "cdi",
         versions=VERSIONS,
         claim=claim,
         devices=now,
@@ -235,7 +237,7 @@ def test_a_container_gets_its_requests_metadata_as_gos_helper_writes_it(
 
 
 def test_a_named_claim_has_a_file_per_request_named_as_allocated(
-    dra_cluster: DRACluster, setup: Setup
+    dra_cluster: DRACluster, setup: Setup, tmp_path: Path
 ) -> None:
     """A claim named in the pod: under its own name. One file per request; a request's
     ``firstAvailable`` alternative is its request's file, named in it as allocated."""
@@ -288,10 +290,10 @@ def test_a_named_claim_has_a_file_per_request_named_as_allocated(
     assert len(metadata_mounts) == 2
 
     uid = claim["metadata"]["uid"]
-    _, go_root = go_twin(claim, setup.driver.returned[uid])
+    go_twin(tmp_path, claim, setup.driver.returned[uid])
     for request in ("fast", "more"):
         ours = setup.helper.device_metadata.file_path("default", "nics", request)  # type: ignore[union-attr]
-        go = go_root / f"plugin/dra-device-metadata/default_nics/{request}/metadata.json"
+        go = tmp_path / f"plugin/dra-device-metadata/default_nics/{request}/metadata.json"
         assert go.read_bytes() == ours.read_bytes()
 
 
