@@ -46,7 +46,7 @@ class NicDriver:
 
     def __init__(self, cdi_dir: Path) -> None:
         self.cdi = kubeletplugin.CDISpecWriter(DRIVER, cdi_dir=cdi_dir)
-        self.returned: dict[str, list[kubeletplugin.Device]] = {}
+        self.returned: dict[str, list[kubeletplugin.PreparedDevice]] = {}
         self.calls = 0
 
     def prepare_resource_claims(
@@ -54,7 +54,9 @@ class NicDriver:
     ) -> dict[str, kubeletplugin.PrepareResult]:
         return kubeletplugin.prepare_each(claims, self.prepare_claim)
 
-    def prepare_claim(self, claim: kubeletplugin.ResourceClaim) -> list[kubeletplugin.Device]:
+    def prepare_claim(
+        self, claim: kubeletplugin.ResourceClaim
+    ) -> list[kubeletplugin.PreparedDevice]:
         self.calls += 1
         mine = kubeletplugin.allocated_devices(claim, DRIVER)
         uid = claim["metadata"]["uid"]
@@ -143,7 +145,7 @@ def expected_object(
 
 
 def go_twin(
-    root: Path, claim: dict[str, Any], devices: list[kubeletplugin.Device]
+    root: Path, claim: dict[str, Any], devices: list[kubeletplugin.PreparedDevice]
 ) -> dict[str, Any]:
     """Go's helper prepares the same claim with the same devices, its plugin data directory
     ``root/plugin``, its CDI directory ``root/cdi``: its answer to kubelet."""
@@ -209,7 +211,9 @@ def test_a_container_gets_its_requests_metadata_as_gos_helper_writes_it(
         "hardwareAddress": "02:00:00:00:00:07",
     }
     now = [
-        kubeletplugin.Device("node-1", device, metadata=DeviceMetadata(ATTRIBUTES[device], network))
+        kubeletplugin.PreparedDevice(
+            "node-1", device, metadata=DeviceMetadata(ATTRIBUTES[device], network)
+        )
     ]
     meta = claim["metadata"]
     setup.helper.update_request_metadata(meta["namespace"], meta["name"], uid, "nic", now)
@@ -320,7 +324,7 @@ def test_an_update_outlives_a_kubelet_restart_and_a_reboot(
         meta["uid"],
         "nic",
         [
-            kubeletplugin.Device(
+            kubeletplugin.PreparedDevice(
                 "node-1", result["device"], metadata=DeviceMetadata(network_data=network)
             )
         ],
