@@ -30,6 +30,13 @@ from resourceslice.controller import (
     ErrorHandler,
     start_controller,
 )
+from resourceslice.devicetaintrules import (
+    DeviceTaintRuleConflictError,
+    DeviceTaintRuleExistsError,
+    DeviceTaintRules,
+    DeviceTaintSelector,
+    NoDeviceTaintRuleAPIError,
+)
 from resourceslice.health import Health
 from resourceslice.leaderelection import LeaderElection, LeadershipLostError
 from resourceslice.preview import plan, validate
@@ -76,6 +83,10 @@ __all__ = [
     "DeviceCapacity",
     "DeviceCounterConsumption",
     "DeviceTaint",
+    "DeviceTaintRuleConflictError",
+    "DeviceTaintRuleExistsError",
+    "DeviceTaintRules",
+    "DeviceTaintSelector",
     "DriverResources",
     "DroppedFieldsError",
     "ErrorHandler",
@@ -84,6 +95,7 @@ __all__ = [
     "KubernetesModel",
     "LeaderElection",
     "LeadershipLostError",
+    "NoDeviceTaintRuleAPIError",
     "NodeAllocatableMapping",
     "NodeAllocatableOverhead",
     "NodeAllocatableResource",

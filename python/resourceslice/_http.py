@@ -83,6 +83,7 @@ def request(
     stream: bool = False,
     timeout: tuple[float, float] | None = None,
     total: float | None = None,
+    content_type: str = "application/json",
 ) -> Any:
     """``method`` ``path``; the urllib3 response, or ApiException if the status is not 2xx.
 
@@ -90,6 +91,7 @@ def request(
     connection back with ``release_conn()``. Otherwise the body is in ``.data``.
     ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`; ``total``:
     seconds for the whole request besides (a leader's write must be over by its deadline).
+    ``content_type``: of ``body`` (``application/apply-patch+yaml`` for a server-side apply).
 
     A write is sent once, as client-go sends it: urllib3's default ``Retry`` would send a
     PUT or DELETE again after a lost connection or a 429/503 with ``Retry-After``, each time
@@ -105,7 +107,7 @@ def request(
     headers = dict(api_client.default_headers)
     headers["Accept"] = "application/json"
     if body is not None:
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = content_type
     if api_client.cookie:
         headers["Cookie"] = api_client.cookie
     auth = configuration.auth_settings().get(_AUTH_SETTING)
