@@ -57,12 +57,12 @@ from resourceslice._pycore.validate import (
     is_pool_name,
 )
 from resourceslice.api import Owner, ResourceSliceError, ValidationError, _PickledByFields
+from resourceslice.controller import ControllerStoppedError, ErrorHandler
 from resourceslice.workqueue import WorkQueue
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from resourceslice.controller import ErrorHandler
     from resourceslice.types import DeviceTaint, KubernetesModel
 
 __all__ = [
@@ -96,12 +96,15 @@ class DeviceTaintSelector:
 Target = Union[DeviceTaintSelector, tuple[str, str]]
 
 
-class NoDeviceTaintRuleAPIError(RuntimeError, ResourceSliceError):
+class NoDeviceTaintRuleAPIError(_PickledByFields, RuntimeError, ResourceSliceError):
     """The cluster serves DeviceTaintRules in none of ``resource.k8s.io`` v1, v1beta2,
-    v1alpha3 (before 1.33 there are none; up to 1.36 the version must be switched on)."""
+    v1alpha3 (before 1.33 there are none; up to 1.36 the version must be switched on).
+    ``served``: the versions of the group it does serve."""
+
+    _fields = ("served",)
 
     def __init__(self, served: list[str]) -> None:
-        self.served = served
+        self.served = list(served)
         super().__init__(
             f"the cluster serves no DeviceTaintRules in {GROUP} {', '.join(VERSIONS)} (served "
             f"versions: {', '.join(served) or 'none'}); 1.33 to 1.35 need "
@@ -420,7 +423,8 @@ class DeviceTaintRules:
             )
 
     def stop(self) -> None:
-        """Stop writing; the rules stay as they are. Waits for a write under way."""
+        """Stop writing; the rules stay as they are. Waits for a write under way; a later
+        :meth:`set` or :meth:`remove` raises :class:`~resourceslice.ControllerStoppedError`."""
         with self._lock:
             if self._stopped:
                 return
@@ -446,7 +450,7 @@ class DeviceTaintRules:
     def _change(self, name: str, spec: dict[str, Any] | None) -> None:
         with self._lock:
             if self._stopped:
-                raise RuntimeError("the DeviceTaintRules were stopped")
+                raise ControllerStoppedError("the DeviceTaintRules were stopped")
             if spec is None:
                 self._desired.pop(name, None)
             else:

@@ -26,6 +26,15 @@ import resourceslice as rs
         (rs.ConflictingWriterError("p", "s-2"), {"pool": "p", "slice_name": "s-2"}),
         (rs.SliceExistsError("p", ("a", "b")), {"pool": "p", "slice_names": ["a", "b"]}),
         (rs.ValidationError(["x: bad", "y: worse"]), {"errors": ["x: bad", "y: worse"]}),
+        (
+            rs.DeviceTaintRuleExistsError("r", ["admin"]),
+            {"name": "r", "managers": ["admin"]},
+        ),
+        (
+            rs.DeviceTaintRuleConflictError("r", ["kubectl-edit"], True),
+            {"name": "r", "managers": ["kubectl-edit"], "restored": True},
+        ),
+        (rs.NoDeviceTaintRuleAPIError(["v1beta1"]), {"served": ["v1beta1"]}),
     ],
 )
 def test_errors_survive_pickling(error: Exception, fields: dict[str, object]) -> None:

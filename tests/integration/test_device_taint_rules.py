@@ -130,6 +130,9 @@ def test_a_rule_is_created_replaced_and_removed(
         assert get_rule(kube_client, "pool-maintenance") is not None
         assert list(rules.rules()) == ["pool-maintenance"]
     assert errors.seen == []
+    assert not rules.wait_synced(timeout=0)
+    with pytest.raises(rs.ControllerStoppedError):
+        rules.remove("pool-maintenance")
 
 
 def test_a_restarted_driver_removes_the_rule_it_set_before(
