@@ -16,7 +16,8 @@ return; a worker thread writes, and retries what fails with backoff, each failur
 ``error_handler(exc, message)``. Rules are written by server-side apply under the object's
 own field manager, so a rule of the same name that someone else made is left alone (reported
 as :class:`DeviceTaintRuleExistsError`), and a change another writer made to one of ours is
-put back (reported as :class:`DeviceTaintRuleConflictError`).
+put back when the rule is next set (reported as :class:`DeviceTaintRuleConflictError`); the
+rules are not watched, so one deleted by someone else stays deleted until it is set again.
 
 The API version is the newest the cluster serves DeviceTaintRules in: ``v1`` (1.37),
 ``v1beta2`` (1.36, where that version is switched on), ``v1alpha3`` (1.33 to 1.35, where it
