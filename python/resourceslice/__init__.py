@@ -36,6 +36,13 @@ from resourceslice.controller import (
     ErrorHandler,
     start_controller,
 )
+from resourceslice.devicetaintrules import (
+    DeviceTaintRuleConflictError,
+    DeviceTaintRuleExistsError,
+    DeviceTaintRules,
+    DeviceTaintSelector,
+    NoDeviceTaintRuleAPIError,
+)
 from resourceslice.health import Health
 from resourceslice.leaderelection import LeaderElection, LeadershipLostError
 from resourceslice.preview import plan, validate
@@ -85,6 +92,10 @@ __all__ = [
     "DeviceStatusDroppedError",
     "DeviceStatusWriter",
     "DeviceTaint",
+    "DeviceTaintRuleConflictError",
+    "DeviceTaintRuleExistsError",
+    "DeviceTaintRules",
+    "DeviceTaintSelector",
     "DriverResources",
     "DroppedFieldsError",
     "ErrorHandler",
@@ -93,6 +104,7 @@ __all__ = [
     "KubernetesModel",
     "LeaderElection",
     "LeadershipLostError",
+    "NoDeviceTaintRuleAPIError",
     "NodeAllocatableMapping",
     "NodeAllocatableOverhead",
     "NodeAllocatableResource",

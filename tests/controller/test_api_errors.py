@@ -35,6 +35,15 @@ import resourceslice as rs
             {"claim": "ns/c", "managers": ["other"], "fields": [".status.devices[x].data"]},
         ),
         (rs.DeviceStatusDroppedError("ns/c", ["status.devices"]), {"paths": ["status.devices"]}),
+        (
+            rs.DeviceTaintRuleExistsError("r", ["admin"]),
+            {"name": "r", "managers": ["admin"]},
+        ),
+        (
+            rs.DeviceTaintRuleConflictError("r", ["kubectl-edit"], True),
+            {"name": "r", "managers": ["kubectl-edit"], "restored": True},
+        ),
+        (rs.NoDeviceTaintRuleAPIError(["v1beta1"]), {"served": ["v1beta1"]}),
     ],
 )
 def test_errors_survive_pickling(error: Exception, fields: dict[str, object]) -> None:

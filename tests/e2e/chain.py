@@ -71,10 +71,11 @@ def start_env_plugin(
     driver: str,
     devices: Sequence[dict[str, Any]] | None = None,
     pool: rs.Pool | None = None,
+    plugin: EnvDriver | None = None,
 ) -> tuple[EnvDriver, kubeletplugin.Helper]:
-    """An :class:`EnvDriver` plugin on ``node``, registered with its kubelet; it publishes
-    the node's pool (``devices``, or ``pool``) when given one."""
-    plugin = EnvDriver(driver, node.cdi_dir)
+    """An :class:`EnvDriver` plugin on ``node`` (or ``plugin``, one made for it), registered
+    with its kubelet; it publishes the node's pool (``devices``, or ``pool``) when given one."""
+    plugin = plugin if plugin is not None else EnvDriver(driver, node.cdi_dir)
     after = len(cluster.events())
     helper = kubeletplugin.start(
         plugin, driver=driver, api_client=client, node_name=node.name, **plugin_dirs(node, driver)

@@ -38,6 +38,7 @@ from resourceslice.testing.cluster import (
 from resourceslice.testing.dra import (
     ContainerEdits,
     DRACluster,
+    Eviction,
     PodNotPrepared,
     PreparedPod,
     SimulatedNode,
@@ -52,6 +53,7 @@ __all__ = [
     "ClusterError",
     "ContainerEdits",
     "DRACluster",
+    "Eviction",
     "PodNotPrepared",
     "PreparedPod",
     "SimulatedNode",

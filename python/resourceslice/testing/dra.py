@@ -7,10 +7,13 @@ to the apiserver's release and built once per machine like it) holding:
   claims from the ResourceSlices the driver publishes;
 - **the resourceclaim controller** of kube-controller-manager: claims from
   ResourceClaimTemplates, and deallocation once no pod uses a claim;
+- **the device-taint eviction controller** of kube-controller-manager (1.33 and newer): the
+  pods whose claims use a device with a ``NoExecute`` taint they do not tolerate, from a
+  ResourceSlice or a DeviceTaintRule, are deleted;
 - **simulated nodes**: a Node object each, and kubelet's plugin manager and DRA manager,
   which register the driver's kubelet plugin and call ``NodePrepareResources`` when a pod is
   bound to the node and ``NodeUnprepareResources`` when it is deleted (kubelet's checkpoint
-  included);
+  included), and read the driver's health stream into the pods' status (1.34 and newer);
 - **CDI as container runtimes apply it**: each container's CDI device IDs resolved in the
   node's CDI directory with the CDI library and injected into an OCI spec.
 
@@ -39,7 +42,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -166,6 +169,21 @@ class PreparedPod:
     containers: dict[str, ContainerEdits]
     #: When the runtime had the edits (Unix seconds, from the node's clock: this machine's).
     prepared_at: float
+    #: The pod's ResourceClaims when it was prepared: name -> uid.
+    claims: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """A pod deleted by the device-taint eviction controller, and what followed."""
+
+    namespace: str
+    name: str
+    uid: str
+    #: The message of the pod's ``DisruptionTarget`` condition, which the controller set.
+    message: str
+    #: When the node had unprepared the pod's claims (Unix seconds): the device is free.
+    unprepared_at: float
 
 
 class PodNotPrepared(AssertionError):
@@ -192,11 +210,15 @@ class DRACluster:
         process: JsonLinesProcess,
         node_root: Path,
         max_nodes: int | None = None,
+        device_taint_eviction: bool = False,
     ) -> None:
         self.apiserver = apiserver
         #: How many nodes :meth:`add_node` can add (None: no limit). Kubelet 1.32 and 1.33
         #: keep their DRA plugins in a process-wide registry, so their clusters have one.
         self.max_nodes = max_nodes
+        #: Whether the device-taint eviction controller runs: 1.33 and newer (1.32 has no
+        #: device taints).
+        self.device_taint_eviction = device_taint_eviction
         self._process = process
         self._node_root = node_root
         self._client = apiserver.api_client("admin")
@@ -217,7 +239,8 @@ class DRACluster:
 
     def events(self, kind: str | None = None) -> list[Event]:
         """What the nodes reported so far: ``register``, ``deregister``, ``prepared``,
-        ``prepareFailed``, ``unprepared``, ``unprepareFailed`` (each with its ``node``)."""
+        ``prepareFailed``, ``unprepared``, ``unprepareFailed``, ``health`` (each with its
+        ``node``)."""
         return self._process.events(kind)
 
     # --- nodes ---------------------------------------------------------------------------
@@ -346,11 +369,18 @@ class DRACluster:
         return self.create(path, {"metadata": {"name": name}, "spec": spec})
 
     def _claim_spec(
-        self, device_class: str, count: int, selectors: Sequence[str], request: str
+        self,
+        device_class: str,
+        count: int,
+        selectors: Sequence[str],
+        request: str,
+        tolerations: Sequence[Mapping[str, Any]] = (),
     ) -> dict[str, Any]:
         exactly: dict[str, Any] = {"deviceClassName": device_class, "count": count}
         if selectors:
             exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+        if tolerations:
+            exactly["tolerations"] = [dict(t) for t in tolerations]
         # v1beta1 has the request's fields inline; v1beta2 and v1 under "exactly".
         if self.resource_api.endswith("/v1beta1"):
             return {"devices": {"requests": [{"name": request, **exactly}]}}
@@ -365,10 +395,13 @@ class DRACluster:
         selectors: Sequence[str] = (),
         request: str = "req",
         namespace: str = DEFAULT_NAMESPACE,
+        tolerations: Sequence[Mapping[str, Any]] = (),
     ) -> dict[str, Any]:
         """A ResourceClaimTemplate asking for ``count`` devices of ``device_class`` in one
-        request named ``request``; every pod using it gets a claim of its own."""
-        spec = self._claim_spec(device_class, count, selectors, request)
+        request named ``request``; every pod using it gets a claim of its own.
+        ``tolerations``: the request's device tolerations
+        (``{"key", "operator": "Exists", "effect": "NoExecute"}``)."""
+        spec = self._claim_spec(device_class, count, selectors, request, tolerations)
         return self._create_in(namespace, "resourceclaimtemplates", name, {"spec": spec})
 
     def create_claim(
@@ -380,9 +413,10 @@ class DRACluster:
         selectors: Sequence[str] = (),
         request: str = "req",
         namespace: str = DEFAULT_NAMESPACE,
+        tolerations: Sequence[Mapping[str, Any]] = (),
     ) -> dict[str, Any]:
         """A ResourceClaim (pods that name it share its devices)."""
-        spec = self._claim_spec(device_class, count, selectors, request)
+        spec = self._claim_spec(device_class, count, selectors, request, tolerations)
         return self._create_in(namespace, "resourceclaims", name, spec)
 
     def create_pod(
@@ -524,6 +558,10 @@ class DRACluster:
                 c: ContainerEdits.from_report(report) for c, report in event["containers"].items()
             },
             prepared_at=float(event["at"]),
+            claims={
+                c["metadata"]["name"]: c["metadata"]["uid"]
+                for c in self.pod_claims(name, namespace)
+            },
         )
 
     def wait_prepare_failed(
@@ -591,22 +629,35 @@ class DRACluster:
             (c["metadata"]["name"], c["metadata"]["uid"]) for c in self.pod_claims(name, namespace)
         ]
         request(self._client, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        self._wait_released(namespace, name, uid, claims, timeout)
 
-        def settled() -> bool:
-            current = self.get_pod(name, namespace)
-            if current is not None and current["metadata"]["uid"] == uid:
+    def _released(
+        self, namespace: str, name: str, uid: str, claims: Sequence[tuple[str, str]]
+    ) -> bool:
+        """The pod of ``uid`` is gone, and its ``claims`` (name, uid) are deallocated or
+        gone."""
+        current = self.get_pod(name, namespace)
+        if current is not None and current["metadata"]["uid"] == uid:
+            return False
+        for claim_name, claim_uid in claims:
+            claim = self._get_claim(claim_name, namespace)
+            if claim is None or claim["metadata"]["uid"] != claim_uid:
+                continue
+            status = claim.get("status", {})
+            if status.get("allocation") or status.get("reservedFor"):
                 return False
-            for claim_name, claim_uid in claims:
-                claim = self._get_claim(claim_name, namespace)
-                if claim is None or claim["metadata"]["uid"] != claim_uid:
-                    continue
-                status = claim.get("status", {})
-                if status.get("allocation") or status.get("reservedFor"):
-                    return False
-            return True
+        return True
 
+    def _wait_released(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        claims: Sequence[tuple[str, str]],
+        timeout: float,
+    ) -> None:
         wait_until(
-            settled,
+            lambda: self._released(namespace, name, uid, claims),
             timeout,
             interval=0.1,
             describe=lambda: (
@@ -614,6 +665,71 @@ class DRACluster:
                 f"node events: {[e for e in self.events() if e.get('pod', {}).get('uid') == uid]}"
             ),
         )
+
+    def pod_events(self, uid: str, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
+        """The Events about the pod of ``uid`` (kept after the pod is gone), oldest first."""
+        path = f"/api/v1/namespaces/{namespace}/events"
+        query = [("fieldSelector", f"involvedObject.uid={uid}")]
+        items: list[dict[str, Any]] = json.loads(get_json(self._client, path, query))["items"]
+        return sorted(items, key=lambda e: e.get("firstTimestamp") or e["metadata"]["name"])
+
+    def wait_pod_evicted(self, pod: PreparedPod, *, timeout: float = 60.0) -> Eviction:
+        """Wait until the device-taint eviction controller deleted ``pod``, kubelet unprepared
+        its claims, the pod is gone and the claims it had when prepared are deallocated (or
+        deleted, when made from a template).
+
+        The controller's mark is the pod's ``DisruptionTarget`` condition (reason
+        ``DeletionByDeviceTaintManager``), which it sets before it deletes the pod and the
+        node saw; its Event is not relied on (1.33 records one for its first eviction
+        only). A pod that went for another reason is an AssertionError."""
+        if not self.device_taint_eviction:
+            raise ClusterError(f"Kubernetes {self.release} has no device-taint eviction")
+
+        def why() -> str:
+            current = self.get_pod(pod.name, pod.namespace)
+            if current is None or current["metadata"]["uid"] != pod.uid:
+                state = "the pod is gone"
+            else:
+                state = f"its conditions: {current.get('status', {}).get('conditions', [])}"
+            events = [(e.get("reason"), e.get("message")) for e in self.pod_events(pod.uid)]
+            return f"pod {pod.namespace}/{pod.name} not evicted; {state}; its events: {events}"
+
+        try:
+            unprepared = self._process.wait_event(
+                lambda e: e.get("event") == "unprepared" and e["pod"]["uid"] == pod.uid,
+                timeout=timeout,
+            )
+        except AssertionError as exc:
+            raise AssertionError(why()) from exc
+        disruption = unprepared.get("disruption") or {}
+        if disruption.get("reason") != "DeletionByDeviceTaintManager":
+            raise AssertionError(
+                f"pod {pod.namespace}/{pod.name} went, but not by device-taint eviction "
+                f"(its disruption: {disruption or 'none'})"
+            )
+        self._wait_released(pod.namespace, pod.name, pod.uid, sorted(pod.claims.items()), timeout)
+        return Eviction(
+            namespace=pod.namespace,
+            name=pod.name,
+            uid=pod.uid,
+            message=str(disruption.get("message", "")),
+            unprepared_at=float(unprepared["at"]),
+        )
+
+    def allocated_resources_status(
+        self, name: str, container: str = "ctr", namespace: str = DEFAULT_NAMESPACE
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The health of the container's devices as kubelet wrote it into the pod's status
+        (``allocatedResourcesStatus``): resource name (``claim:<claim>``) -> its devices'
+        ``{"resourceID", "health"[, "message"]}``; empty when none is known."""
+        pod = self.get_pod(name, namespace) or {}
+        for status in pod.get("status", {}).get("containerStatuses") or ():
+            if status["name"] == container:
+                return {
+                    r["name"]: list(r.get("resources") or ())
+                    for r in status.get("allocatedResourcesStatus") or ()
+                }
+        return {}
 
     # --- life ----------------------------------------------------------------------------
 
@@ -673,7 +789,13 @@ def start_dra_cluster(
         server.close()
         shutil.rmtree(node_root, ignore_errors=True)
         raise
-    return DRACluster(server, process, node_root, max_nodes=ready.get("maxNodes") or None)
+    return DRACluster(
+        server,
+        process,
+        node_root,
+        max_nodes=ready.get("maxNodes") or None,
+        device_taint_eviction=bool(ready.get("deviceTaintEviction")),
+    )
 
 
 @contextlib.contextmanager

@@ -5,11 +5,17 @@
 //     from the ResourceSlices drivers publish), set up and run as cmd/kube-scheduler/app does;
 //   - kube-controller-manager's resourceclaim controller (claims from templates, reservedFor
 //     cleanup, deallocation once no pod uses a claim);
+//   - kube-controller-manager's device-taint eviction controller, in the releases that have it
+//     (1.33 and newer): it deletes the pods whose claims use a device with a NoExecute taint
+//     they do not tolerate, from a ResourceSlice or a DeviceTaintRule;
 //   - simulated nodes: a Node object each, and for each the two parts of kubelet that talk to a
 //     DRA driver — the plugin manager (registration sockets) and the DRA manager (it reads the
 //     pod's claims, calls the driver's NodePrepareResources/NodeUnprepareResources and keeps
 //     kubelet's checkpoint) — driven by the pods bound to that node, as kubelet's pod workers
 //     drive them: prepare before the containers would start, unprepare once they are gone;
+//     where the release's DRA manager reads the drivers' health streams (1.34 and newer), the
+//     health of a pod's devices goes into its containers' allocatedResourcesStatus, as
+//     kubelet's status manager writes it;
 //   - CDI as container runtimes apply it: each container's CDI device IDs (from the DRA
 //     manager's GetResources) are resolved in the node's CDI spec directory with the CDI
 //     library and injected into an OCI runtime spec, whose env, mounts, device nodes and hooks
@@ -22,13 +28,16 @@
 //	stdin:  {"id": 1, "op": "addNode", "node": "n1", "labels": {"k": "v"}}
 //	        {"id": 2, "op": "inject", "node": "n1", "namespace": "default", "pod": "p"}
 //	        {"id": 3, "op": "stopKubelet"|"startKubelet", "node": "n1"}
-//	stdout: {"event": "ready", "maxNodes": 0, "at": <Unix seconds>}  (every event has "at";
-//	        maxNodes 0: no limit)
+//	stdout: {"event": "ready", "maxNodes": 0, "deviceTaintEviction": true, "at": <Unix seconds>}
+//	        (every event has "at"; maxNodes 0: no limit; deviceTaintEviction: the eviction
+//	        controller runs)
 //	        {"id": 1, "node": "n1", "dirs": {"registry": ..., "plugins": ..., "cdi": ..., "state": ...}}
 //	        {"event": "register"|"deregister", "node": ..., "driver": ..., "endpoint": ..., "error": ...}
 //	        {"event": "prepared", "node": ..., "pod": {...}, "containers": {"<name>": {...}}}
 //	        {"event": "prepareFailed"|"unprepareFailed", "node": ..., "pod": {...}, "error": ...}
-//	        {"event": "unprepared", "node": ..., "pod": {...}}
+//	        {"event": "unprepared", "node": ..., "pod": {...}, "disruption": {"reason": ..., "message": ...}}
+//	        (disruption: the pod's DisruptionTarget condition, when it has one)
+//	        {"event": "health", "node": ..., "pod": {...}, "containers": {"<name>": [<ResourceStatus>...]}}
 package main
 
 import (
@@ -178,6 +187,8 @@ type node struct {
 	mutex    sync.Mutex
 	lastSeen map[types.UID]*v1.Pod
 	prepared map[types.UID]bool
+	// healthChanged: prepared pods whose devices' health changed since their status was written.
+	healthChanged map[types.UID]bool
 }
 
 // draManager is kubelet's DRA manager as this program uses it: the same methods in every
@@ -188,6 +199,12 @@ type draManager interface {
 	PrepareResources(ctx context.Context, pod *v1.Pod) error
 	GetResources(pod *v1.Pod, container *v1.Container) (*dra.ContainerInfo, error)
 	UnprepareResources(ctx context.Context, pod *v1.Pod) error
+	// HealthUpdates: the UIDs of pods whose devices' health changed, as the manager's health
+	// stream handler reports them to kubelet's sync loop (never, before 1.34).
+	HealthUpdates() <-chan []types.UID
+	// UpdateAllocatedResourcesStatus puts the health of the pod's devices into status (its
+	// containers' allocatedResourcesStatus), as kubelet's status manager has it done.
+	UpdateAllocatedResourcesStatus(logger klog.Logger, pod *v1.Pod, status *v1.PodStatus)
 }
 
 // runClaimController runs kube-controller-manager's resourceclaim controller, with the
@@ -310,6 +327,7 @@ func (n *node) startKubelet(ctx context.Context) error {
 	n.mutex.Lock()
 	n.lastSeen = map[types.UID]*v1.Pod{}
 	n.prepared = map[types.UID]bool{}
+	n.healthChanged = map[types.UID]bool{}
 	n.mutex.Unlock()
 	nodeCtx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
 	// The pods bound to this node, as kubelet's API source watches them.
@@ -352,6 +370,7 @@ func (n *node) startKubelet(ctx context.Context) error {
 		defer close(worker)
 		n.run(nodeCtx)
 	}()
+	go n.watchHealth(nodeCtx)
 	n.stop = func() {
 		// The pod worker ends after its current sync (whose calls the context ends), the
 		// informers and the plugin manager with the context; the DRA manager waits for its
@@ -393,6 +412,29 @@ func (n *node) seen(pod *v1.Pod) {
 	n.lastSeen[pod.UID] = pod
 	n.mutex.Unlock()
 	n.queue.Add(pod.UID)
+}
+
+// watchHealth has the pods whose devices' health changed synced again, as kubelet's sync loop
+// does on the container manager's updates: their status is written anew.
+func (n *node) watchHealth(ctx context.Context) {
+	updates := n.manager.HealthUpdates()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case uids := <-updates:
+			n.mutex.Lock()
+			for _, uid := range uids {
+				if n.prepared[uid] {
+					n.healthChanged[uid] = true
+				}
+			}
+			n.mutex.Unlock()
+			for _, uid := range uids {
+				n.queue.Add(uid)
+			}
+		}
+	}
 }
 
 // activePods is kubelet's list of pods that may still run: the DRA manager's reconcile loop
@@ -460,12 +502,21 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 		n.mutex.Lock()
 		wasPrepared := n.prepared[uid]
 		delete(n.prepared, uid)
+		delete(n.healthChanged, uid)
 		if !exists {
 			delete(n.lastSeen, uid)
 		}
 		n.mutex.Unlock()
 		if wasPrepared {
-			n.out.write(map[string]any{"event": "unprepared", "node": n.name, "pod": refOf(pod)})
+			line := map[string]any{"event": "unprepared", "node": n.name, "pod": refOf(pod)}
+			// Why the pod went, when something disrupted it (the device-taint eviction
+			// controller sets this condition before it deletes the pod).
+			for _, condition := range pod.Status.Conditions {
+				if condition.Type == v1.DisruptionTarget && condition.Status == v1.ConditionTrue {
+					line["disruption"] = map[string]string{"reason": condition.Reason, "message": condition.Message}
+				}
+			}
+			n.out.write(line)
 		}
 		if exists && pod.DeletionTimestamp != nil {
 			zero := int64(0)
@@ -481,8 +532,13 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 	}
 	n.mutex.Lock()
 	done := n.prepared[uid]
+	healthChanged := n.healthChanged[uid]
+	delete(n.healthChanged, uid)
 	n.mutex.Unlock()
 	if done {
+		if healthChanged {
+			return n.writeHealth(ctx, pod)
+		}
 		return nil
 	}
 	if err := n.manager.PrepareResources(ctx, pod); err != nil {
@@ -557,7 +613,8 @@ func (n *node) inject(pod *v1.Pod) (map[string]any, error) {
 	return result, nil
 }
 
-// markRunning writes the status kubelet would once the containers started.
+// markRunning writes the status kubelet would once the containers started: running, each
+// container started and ready, and the health of its devices.
 func (n *node) markRunning(ctx context.Context, pod *v1.Pod) error {
 	updated := pod.DeepCopy()
 	now := metav1.Now()
@@ -567,8 +624,41 @@ func (n *node) markRunning(ctx context.Context, pod *v1.Pod) error {
 	for _, kind := range []v1.PodConditionType{v1.PodInitialized, v1.ContainersReady, v1.PodReady} {
 		updated.Status.Conditions = append(updated.Status.Conditions, v1.PodCondition{Type: kind, Status: v1.ConditionTrue, LastTransitionTime: now})
 	}
+	started := true
+	updated.Status.ContainerStatuses = nil
+	for _, container := range pod.Spec.Containers {
+		updated.Status.ContainerStatuses = append(updated.Status.ContainerStatuses, v1.ContainerStatus{
+			Name: container.Name, Image: container.Image, ImageID: container.Image, Ready: true, Started: &started,
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	n.manager.UpdateAllocatedResourcesStatus(klog.FromContext(ctx), updated, &updated.Status)
 	_, err := n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	return err
+}
+
+// writeHealth writes the health of the pod's devices into its containers' statuses, as kubelet
+// does when the DRA manager says it changed, and reports it.
+func (n *node) writeHealth(ctx context.Context, pod *v1.Pod) error {
+	updated := pod.DeepCopy()
+	n.manager.UpdateAllocatedResourcesStatus(klog.FromContext(ctx), updated, &updated.Status)
+	if _, err := n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		// Written again when retried (a conflict: the informer has a newer pod by then).
+		n.mutex.Lock()
+		n.healthChanged[pod.UID] = true
+		n.mutex.Unlock()
+		return err
+	}
+	containers := map[string]any{}
+	for _, status := range updated.Status.ContainerStatuses {
+		resources := status.AllocatedResourcesStatus
+		if resources == nil {
+			resources = []v1.ResourceStatus{}
+		}
+		containers[status.Name] = resources
+	}
+	n.out.write(map[string]any{"event": "health", "node": n.name, "pod": refOf(pod), "containers": containers})
+	return nil
 }
 
 type command struct {
@@ -676,6 +766,10 @@ func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error 
 	if err := runClaimController(ctx, client); err != nil {
 		return fmt.Errorf("resourceclaim controller: %w", err)
 	}
+	evicting, err := runDeviceTaintEviction(ctx, client)
+	if err != nil {
+		return fmt.Errorf("device-taint eviction controller: %w", err)
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -687,7 +781,7 @@ func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error 
 		recorder:    broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet"}),
 		nodes:       map[string]*node{},
 	}
-	out.write(map[string]any{"event": "ready", "maxNodes": maxNodes})
+	out.write(map[string]any{"event": "ready", "maxNodes": maxNodes, "deviceTaintEviction": evicting})
 
 	var calls sync.WaitGroup
 	scanner := bufio.NewScanner(os.Stdin)

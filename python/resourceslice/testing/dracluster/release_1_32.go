@@ -2,7 +2,8 @@
 
 // What the Go APIs of Kubernetes 1.32 (go-1.32.mod) need here beyond release_beta.go: the
 // resourceclaim controller's constructor (admin access as a bool, informers in v1beta1) and
-// the handler's DeRegisterPlugin, which is not told the endpoint.
+// the handler's DeRegisterPlugin, which is not told the endpoint. 1.32 has no device taints,
+// so no device-taint eviction controller.
 
 package main
 
@@ -31,4 +32,8 @@ func newClaimController(ctx context.Context, client kubernetes.Interface, factor
 func (h recordingHandler) DeRegisterPlugin(name string) {
 	h.PluginHandler.DeRegisterPlugin(name)
 	h.report("deregister", name, "", nil)
+}
+
+func runDeviceTaintEviction(context.Context, kubernetes.Interface) (bool, error) {
+	return false, nil
 }

@@ -2,7 +2,8 @@
 
 // What the Go APIs of Kubernetes 1.33 and 1.32 share and 1.37 changed: the DRA manager's
 // constructor and Start (getNode without a context), the plugin manager's Run and handler
-// methods (no context), and kubelet's process-wide registry of DRA plugins. The rest is in
+// methods (no context), kubelet's process-wide registry of DRA plugins, and the absence of
+// device health (the DRA manager reads no health streams before 1.34). The rest is in
 // release_1_33.go and release_1_32.go.
 
 package main
@@ -30,6 +31,11 @@ type manager struct{ *dra.ManagerImpl }
 func (m manager) Start(ctx context.Context, activePods func() []*v1.Pod, getNode func(context.Context) (*v1.Node, error), ready config.SourcesReady) error {
 	return m.ManagerImpl.Start(ctx, activePods, func() (*v1.Node, error) { return getNode(ctx) }, ready)
 }
+
+// HealthUpdates: never; there is no health stream to read.
+func (m manager) HealthUpdates() <-chan []types.UID { return nil }
+
+func (m manager) UpdateAllocatedResourcesStatus(klog.Logger, *v1.Pod, *v1.PodStatus) {}
 
 func newDRAManager(_ klog.Logger, client kubernetes.Interface, stateDir, nodeName string) (draManager, error) {
 	m, err := dra.NewManagerImpl(client, stateDir, types.NodeName(nodeName))
