@@ -193,4 +193,4 @@ def test_publish_from_the_wheel(installed: Installed, kube_cluster: TestCluster,
         "--metrics-address", "127.0.0.1:0", check=False,
     )  # fmt: skip
     assert metrics.returncode == 2
-    assert "needs prometheus_client: pip install 'resourceslice[metrics]'" in metrics.stderr
+    assert "needs prometheus_client: the package's metrics extra" in metrics.stderr
