@@ -72,8 +72,9 @@ def fences(path: Path) -> list[tuple[int, str]]:
 
 
 def python_blocks(path: Path, info: str = "python") -> list[str]:
-    """The fenced blocks of ``path`` whose info string is ``info``, in order (``py``: the
-    README's asyncio driver, a program of its own; renderers highlight it as Python too)."""
+    """The fenced blocks of ``path`` whose info string is ``info``, in order (``py``: a
+    sketch, or docs/kubelet-plugin.md's asyncio driver, a program of its own; renderers
+    highlight it as Python too)."""
     blocks, current, language = [], [], None
     for line in path.read_text().splitlines():
         match = FENCE.match(line)
@@ -93,6 +94,22 @@ def program(path: Path, edits: dict[str, str], info: str = "python") -> str:
     source = "\n".join(python_blocks(path, info))
     for old, new in edits.items():
         assert old in source, f"{path.name}: no {old!r} left to stand in for: update this test"
+        source = source.replace(old, new)
+    return source
+
+
+# docs/kubelet-plugin.md's asyncio driver: the README's driver in asyncio, typed.
+ASYNC_DRIVER_PAGE = ROOT / "docs/kubelet-plugin.md"
+
+
+def async_driver(edits: dict[str, str]) -> str:
+    """The one ``py`` block of docs/kubelet-plugin.md that is a whole program (the page's
+    other ``py`` blocks are sketches), with ``edits`` made as ``program`` makes them."""
+    drivers = [b for b in python_blocks(ASYNC_DRIVER_PAGE, "py") if "asyncio.run(main())" in b]
+    assert len(drivers) == 1, f"{ASYNC_DRIVER_PAGE.name}: {len(drivers)} asyncio drivers"
+    source = drivers[0]
+    for old, new in edits.items():
+        assert old in source, f"asyncio driver: no {old!r} left to stand in for: update this test"
         source = source.replace(old, new)
     return source
 
@@ -201,18 +218,19 @@ def test_testing_page_runs_under_pytest(tmp_path: Path) -> None:
     assert f"{tests} passed" in done.stdout, done.stdout
 
 
-def test_readme_async_driver_passes_mypy_strict(tmp_path: Path) -> None:
-    assert mypy(tmp_path, driver=program(ROOT / "README.md", {}, "py")) == {"driver": []}
+def test_async_driver_passes_mypy_strict(tmp_path: Path) -> None:
+    assert mypy(tmp_path, driver=async_driver({})) == {"driver": []}
 
 
-@pytest.mark.parametrize("info", ["python", "py"], ids=["threads", "asyncio"])
+@pytest.mark.parametrize("variant", ["threads", "asyncio"])
 def test_readme_driver(
-    kube_cluster: TestCluster, kube_client: kubernetes.client.ApiClient, node: str, info: str
+    kube_cluster: TestCluster, kube_client: kubernetes.client.ApiClient, node: str, variant: str
 ) -> None:
-    """The README's driver (and its asyncio twin), as written, in a Pod on ``node``: kubelet
-    registers it, its eight GPUs are published as the node's, kubelet's prepare of a claim
-    writes the claim's CDI spec, and SIGTERM stops it cleanly."""
-    source = program(ROOT / "README.md", {**IN_A_POD, **ON_A_NODE}, info)
+    """The README's driver (and its asyncio twin in docs/kubelet-plugin.md), as written, in a
+    Pod on ``node``: kubelet registers it, its eight GPUs are published as the node's,
+    kubelet's prepare of a claim writes the claim's CDI spec, and SIGTERM stops it cleanly."""
+    edits = {**IN_A_POD, **ON_A_NODE}
+    source = program(ROOT / "README.md", edits) if variant == "threads" else async_driver(edits)
     driver = "gpu.example.com"
     node_dir = Path(tempfile.mkdtemp(prefix="rd-", dir="/tmp"))  # short: socket paths
     env = {
