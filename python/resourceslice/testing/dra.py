@@ -31,7 +31,7 @@ Only a container runtime is missing: nothing runs in the containers. A driver te
         cluster.create_pod("pod-1", claim_template="one-gpu")
         pod = cluster.wait_pod_prepared("pod-1")        # or PodNotPrepared saying why
         assert "GPU=0" in pod.containers["ctr"].env
-        cluster.delete_pod("pod-1")                      # unprepared, claim deallocated
+        cluster.delete_pod("pod-1")                      # released, its claim deallocated
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,12 @@ class PodNotPrepared(AssertionError):
     def __init__(self, pod: str, reason: str) -> None:
         super().__init__(f"pod {pod} was not prepared: {reason}")
         self.reason = reason
+
+
+def _reserved_for(claim: Mapping[str, Any], pod_uid: str) -> bool:
+    """Whether the claim's ``reservedFor`` names the pod."""
+    consumers = (claim.get("status") or {}).get("reservedFor") or []
+    return any(c.get("uid") == pod_uid for c in consumers)
 
 
 def _pod_key(event: Event) -> tuple[str, str, str]:
@@ -618,33 +625,49 @@ class DRACluster:
     def delete_pod(
         self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
     ) -> None:
-        """Delete the pod (gracefully, as ``kubectl delete``) and wait until kubelet
-        unprepared its claims, the pod is gone, and its claims are deallocated (or deleted,
-        when made from a template)."""
+        """Delete the pod (gracefully, as ``kubectl delete``) and wait for what that does to
+        it: kubelet released its claims, the pod is gone, and no claim's ``reservedFor``
+        names it. A claim no other pod uses is then deallocated (deleted, when made from a
+        template), and waited for too; a claim another pod still uses stays allocated, and
+        kubelet keeps it prepared for that pod."""
         pod = self.get_pod(name, namespace)
         if pod is None:
             return
         uid = pod["metadata"]["uid"]
         claims = [
-            (c["metadata"]["name"], c["metadata"]["uid"]) for c in self.pod_claims(name, namespace)
+            (c["metadata"]["name"], c["metadata"]["uid"], _reserved_for(c, uid))
+            for c in self.pod_claims(name, namespace)
         ]
+        prepared = any(e["pod"]["uid"] == uid for e in self._process.events("prepared"))
+        deadline = time.monotonic() + timeout
         request(self._client, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        self._wait_released(namespace, name, uid, claims, timeout)
+        if prepared:
+            # The node that prepared it says when kubelet released its claims (unprepared
+            # them, or only its share of a claim another pod of the node still uses).
+            self._process.wait_event(
+                lambda e: e.get("event") == "unprepared" and e["pod"]["uid"] == uid,
+                timeout=timeout,
+            )
+        self._wait_released(namespace, name, uid, claims, max(0.0, deadline - time.monotonic()))
 
     def _released(
-        self, namespace: str, name: str, uid: str, claims: Sequence[tuple[str, str]]
+        self, namespace: str, name: str, uid: str, claims: Sequence[tuple[str, str, bool]]
     ) -> bool:
-        """The pod of ``uid`` is gone, and its ``claims`` (name, uid) are deallocated or
-        gone."""
+        """The pod of ``uid`` is gone, and its ``claims`` (name, uid, whether they were
+        reserved for it) are gone or no longer reserved for it; one it held that no other
+        consumer holds is deallocated too (the claim controller deallocates a claim as its
+        last consumer goes, and only then: one allocated but never reserved stays so)."""
         current = self.get_pod(name, namespace)
         if current is not None and current["metadata"]["uid"] == uid:
             return False
-        for claim_name, claim_uid in claims:
+        for claim_name, claim_uid, was_reserved in claims:
             claim = self._get_claim(claim_name, namespace)
             if claim is None or claim["metadata"]["uid"] != claim_uid:
                 continue
+            if _reserved_for(claim, uid):
+                return False
             status = claim.get("status", {})
-            if status.get("allocation") or status.get("reservedFor"):
+            if was_reserved and not status.get("reservedFor") and status.get("allocation"):
                 return False
         return True
 
@@ -653,7 +676,7 @@ class DRACluster:
         namespace: str,
         name: str,
         uid: str,
-        claims: Sequence[tuple[str, str]],
+        claims: Sequence[tuple[str, str, bool]],
         timeout: float,
     ) -> None:
         wait_until(
@@ -661,8 +684,9 @@ class DRACluster:
             timeout,
             interval=0.1,
             describe=lambda: (
-                f"pod {namespace}/{name} or its claims {claims} not released; "
-                f"node events: {[e for e in self.events() if e.get('pod', {}).get('uid') == uid]}"
+                f"pod {namespace}/{name} or its claims {[c[:2] for c in claims]} not "
+                "released; node events: "
+                f"{[e for e in self.events() if e.get('pod', {}).get('uid') == uid]}"
             ),
         )
 
@@ -675,8 +699,9 @@ class DRACluster:
 
     def wait_pod_evicted(self, pod: PreparedPod, *, timeout: float = 60.0) -> Eviction:
         """Wait until the device-taint eviction controller deleted ``pod``, kubelet unprepared
-        its claims, the pod is gone and the claims it had when prepared are deallocated (or
-        deleted, when made from a template).
+        its claims, the pod is gone and the claims it had when prepared are released as
+        :meth:`delete_pod` waits for them (deallocated, or deleted when made from a template,
+        unless another pod still uses them).
 
         The controller's mark is the pod's ``DisruptionTarget`` condition (reason
         ``DeletionByDeviceTaintManager``), which it sets before it deletes the pod and the
@@ -707,7 +732,9 @@ class DRACluster:
                 f"pod {pod.namespace}/{pod.name} went, but not by device-taint eviction "
                 f"(its disruption: {disruption or 'none'})"
             )
-        self._wait_released(pod.namespace, pod.name, pod.uid, sorted(pod.claims.items()), timeout)
+        # Prepared, its claims were reserved for it.
+        claims = [(claim, claim_uid, True) for claim, claim_uid in sorted(pod.claims.items())]
+        self._wait_released(pod.namespace, pod.name, pod.uid, claims, timeout)
         return Eviction(
             namespace=pod.namespace,
             name=pod.name,
