@@ -57,6 +57,7 @@ from resourceslice.kubeletplugin.claims import (
 )
 from resourceslice.kubeletplugin.config import ConfigError, decode_config
 from resourceslice.kubeletplugin.helper import Helper, start
+from resourceslice.kubeletplugin.interceptors import Handler, Interceptor, InterceptorFunction
 from resourceslice.kubeletplugin.metadata import METADATA_V1ALPHA1, METADATA_V1BETA1
 from resourceslice.kubeletplugin.prepared import Checkpoint, CheckpointStats
 from resourceslice.kubeletplugin.reconcile import Reconciliation
@@ -110,10 +111,13 @@ __all__ = [
     "DeviceHealth",
     "DeviceMetadata",
     "DeviceRequestAllocationResult",
+    "Handler",
     "HealthNotSupportedError",
     "HealthReporter",
     "HealthStatus",
     "Helper",
+    "Interceptor",
+    "InterceptorFunction",
     "OpaqueDeviceConfiguration",
     "Plugin",
     "PrepareResult",

@@ -51,6 +51,11 @@ from resourceslice.kubeletplugin.callbacks import CallbackLoop, Iteration
 from resourceslice.kubeletplugin.cdi import DEFAULT_CDI_DIR
 from resourceslice.kubeletplugin.claims import ResourceClaim
 from resourceslice.kubeletplugin.healthstream import health_servicer
+from resourceslice.kubeletplugin.interceptors import (
+    Interceptor,
+    InterceptorFunction,
+    server_interceptors,
+)
 from resourceslice.kubeletplugin.metadata import MetadataPlugin, MetadataWriter
 from resourceslice.kubeletplugin.prepared import Checkpoint
 from resourceslice.kubeletplugin.registration import (
@@ -110,6 +115,7 @@ class Helper:
         max_workers: int,
         checkpoint: bool = False,
         metadata: MetadataWriter | None = None,
+        interceptors: Sequence[grpc.ServerInterceptor] = (),
     ) -> None:
         self.driver = driver
         self.node_name = node_name
@@ -141,6 +147,7 @@ class Helper:
         self._error_handler = error_handler or _log_error
         self._reconcile_pool_with_name = reconcile_pool_with_name
         self._max_workers = max_workers
+        self._interceptors = list(interceptors)
         self._controller: Controller | None = None
         self._controller_lock = threading.Lock()
         #: Each server, its socket's path, and the socket file it bound there.
@@ -170,7 +177,10 @@ class Helper:
                 "(is it mounted from the host? see registrar_dir)"
             )
         directory.mkdir(parents=True, exist_ok=True)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers))
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self._max_workers),
+            interceptors=self._interceptors,
+        )
         register(server)
         self._servers.append((server, path, listen(server, path)))
 
@@ -485,6 +495,8 @@ def start(
     checkpoint: bool = True,
     device_metadata: Sequence[str] | None = None,
     cdi_dir: str = DEFAULT_CDI_DIR,
+    interceptors: Sequence[Interceptor] = (),
+    stream_interceptors: Sequence[InterceptorFunction] = (),
 ) -> Helper:
     """Serve ``plugin`` to kubelet and register it; returns the running :class:`Helper`.
 
@@ -529,6 +541,11 @@ def start(
     (:mod:`~resourceslice.kubeletplugin.metadata`; Go's ``CDIDirectory``, used for nothing
     else: the driver's own specs go where its :class:`CDISpecWriter` writes them).
     ``helper.update_request_metadata`` completes a file later.
+
+    ``interceptors``, ``stream_interceptors``: around every call kubelet makes, on both
+    sockets, as Go's ``GRPCInterceptor`` / ``GRPCStreamInterceptor``: functions
+    ``f(request, context, method, handler)``, or ``grpc.ServerInterceptor`` objects
+    (:mod:`~resourceslice.kubeletplugin.interceptors`).
     """
     if api_client is None:
         # As Go's helper refuses to start without a client: claims are read with it.
@@ -570,6 +587,7 @@ def start(
         # work; a private loop would fail them.
         with contextlib.suppress(RuntimeError):
             loop = asyncio.get_running_loop()
+    chain = server_interceptors(interceptors, stream_interceptors)
     metadata = None
     if device_metadata is not None:
         metadata = MetadataWriter(
@@ -597,6 +615,7 @@ def start(
         max_workers=max_workers,
         checkpoint=checkpoint,
         metadata=metadata,
+        interceptors=chain,
     )
     try:
         helper._start()
