@@ -231,7 +231,7 @@ def test_a_failing_get_info_keeps_kubelet_retrying_until_it_passes(
     faults = PluginFaults()
     failing = faults.fail_get_info("devices not discovered yet")
     helper = node.start(interceptors=[faults])
-    # kubelet asked, was refused, and asked again (its reconciler retries each second) ...
+    # kubelet asked, was refused, and asked again (0.5 s later: its backoff) ...
     failing.wait_hit(2)
     # ... never registering the plugin, and saying why in its log.
     assert kubelet.events("register") == []

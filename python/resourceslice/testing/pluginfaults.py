@@ -18,7 +18,8 @@ Each method returns the :class:`Fault` it set: ``clear()`` (or a ``with`` block)
 ``hits`` counts the calls it acted on, ``wait_hit()`` waits for one. Faults act before the
 helper sees a call: a blocked or delayed call holds none of the helper's locks (other calls
 are served meanwhile), and a failed claim never reaches the driver's callback. A blocked or
-delayed call ends at kubelet's deadline with ``DEADLINE_EXCEEDED``, as a driver's would.
+delayed call ends with ``DEADLINE_EXCEEDED`` when kubelet gives up on it (its deadline: 45 s),
+and kubelet retries. Needs the ``kubelet`` extra, as the plugin does.
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ class PluginFaults:
 
     def fail_get_info(self, error: str | BaseException = "simulated GetInfo failure") -> Fault:
         """``GetInfo`` fails with ``error`` (gRPC ``UNKNOWN``, as Go's ``SetGetInfoError``):
-        kubelet does not register the plugin, and tries again each second."""
+        kubelet does not register the plugin, and tries again: 0.5 s later, then twice as
+        long after each failure (up to 2 min 2 s)."""
         return self._add(Fault(self, GET_INFO, "fail", error=error))
 
     def fail_notify_registration(
@@ -150,7 +152,7 @@ class PluginFaults:
     ) -> Fault:
         """``NotifyRegistrationStatus`` fails with ``error`` before the helper records
         kubelet's answer (Go's ``SetNotifyRegistrationStatusError``): kubelet takes the
-        plugin out again at once, and retries."""
+        plugin out again at once, and retries (backing off as for ``GetInfo``)."""
         return self._add(Fault(self, NOTIFY_REGISTRATION, "fail", error=error))
 
     # -- claims ------------------------------------------------------------------------------
