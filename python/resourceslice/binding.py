@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ErrorHandler = Callable[[BaseException, str], None]
+#: A claim's allocation: namespace, name, allocationTimestamp.
+_Key = tuple[str, str, str]
 
 
 #: ``attach(claim, device)``: True once attached; False or BindingFailedError when it cannot
@@ -146,7 +148,10 @@ class BindingController:
         self._counts = {"attaches": 0, "attached": 0, "failed": 0, "errors": 0}
         self._in_flight: set[concurrent.futures.Future[Any]] = set()
         self._stopping = threading.Event()
-        self._queue: WorkQueue[tuple[str, str]] = WorkQueue(backoff=ExponentialBackoff(0.5, 30.0))
+        # Keyed by allocation (namespace, name, allocatedAt): an attach that hangs holds its
+        # own allocation's key, never the claim's next allocation (the scheduler's timeout
+        # dropped the first).
+        self._queue: WorkQueue[_Key] = WorkQueue(backoff=ExponentialBackoff(0.5, 30.0))
         self._watch = ClaimWatch(
             client,
             replaced=self._replaced,
@@ -232,10 +237,10 @@ class BindingController:
             self._claims = kept
         for claim in gone:
             self._forget(claim, None)
-        for key, claim in kept.items():
+        for claim in kept.values():
             self._forget(claim, allocated_at(claim))
             if self._pending(claim):
-                self._queue.add(key)
+                self._queue.add(_work_key(claim))
 
     def _changed(self, claim: dict[str, Any]) -> None:
         key = claim_key(claim)
@@ -246,7 +251,7 @@ class BindingController:
             self._claims[key] = claim
         self._forget(claim, allocated_at(claim))
         if self._pending(claim):
-            self._queue.add(key)
+            self._queue.add(_work_key(claim))
 
     def _deleted(self, claim: dict[str, Any]) -> None:
         with self._lock:
@@ -269,10 +274,10 @@ class BindingController:
         if not leading:
             return  # writes are refused from now on; attaches under way finish
         with self._lock:
-            claims = list(self._claims.items())
-        for key, claim in claims:
+            claims = list(self._claims.values())
+        for claim in claims:
             if any(covers is None or covers(d.pool) for d in self._pending(claim)):
-                self._queue.add(key)
+                self._queue.add(_work_key(claim))
 
     # -- the work -------------------------------------------------------------------------
 
@@ -298,11 +303,11 @@ class BindingController:
             finally:
                 self._queue.done(key)
 
-    def _sync(self, key: tuple[str, str]) -> None:
+    def _sync(self, key: _Key) -> None:
         with self._lock:
-            claim = self._claims.get(key)
-        if claim is None:
-            return
+            claim = self._claims.get(key[:2])
+        if claim is None or allocated_at(claim) != key[2]:
+            return  # allocated anew (another key) or no more
         for device in self._pending(claim):
             if self._stopping.is_set() or not self._ctrl._holds(device.pool):
                 return  # a standby: taking the pool's Lease queues the claim again
@@ -314,12 +319,12 @@ class BindingController:
                 attempt.tried = True
                 attempt.outcome = self._call_attach(claim, replace(device, retry=retry))
             with self._lock:
-                current = self._claims.get(key)
+                current = self._claims.get(key[:2])
             if current is None or not any(
                 d.same_allocation(device) for d in self._pending(current)
             ):
                 # Deallocated meanwhile (the scheduler gave up), or done: nothing to write.
-                log.info("%s/%s: %s/%s is no longer pending", *key, device.pool, device.device)
+                log.info("%s/%s: %s/%s is no longer pending", *key[:2], device.pool, device.device)
                 continue
             if not attempt.written:  # else the watch has not shown it yet
                 self._write(current, device, attempt.outcome)
@@ -419,6 +424,10 @@ class BindingController:
             self._error_handler(exc, message)
         except Exception:
             log.exception("the error handler failed")
+
+
+def _work_key(claim: Mapping[str, Any]) -> _Key:
+    return (*claim_key(claim), allocated_at(claim) or "")
 
 
 #: Constructing a :class:`BindingController` starts it.

@@ -155,7 +155,7 @@ class Calls:
             gate = self.gates.get(device.device)
             answer = self.answers.get(device.device, True)
         if gate is not None:
-            assert gate.wait(TIMEOUT)
+            assert gate.wait(4 * TIMEOUT)  # longer than any wait of a test
         if isinstance(answer, list):
             answer = answer.pop(0) if len(answer) > 1 else answer[0]
         if isinstance(answer, BaseException):
@@ -320,7 +320,8 @@ def test_an_outcome_is_not_written_once_the_allocation_changed(
     ctrl: rs.Controller, claims: Claims
 ) -> None:
     """The scheduler gave up (a timeout) while attach ran, and allocated the claim again:
-    the late outcome is not written over the new allocation; that one is attached anew."""
+    the new allocation is attached while the old attach still hangs, and the late outcome
+    is not written over it."""
     calls = Calls()
     calls.gates["port-0"] = threading.Event()
     with rs.start_binding_controller(ctrl, attach=calls) as binder:
