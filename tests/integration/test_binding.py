@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
 from integration.claim_env import claims_path, delete, entries, read
+from resourceslice import aio
 from resourceslice._http import get_json, send_json
 from resourceslice.sharding import shard_of
 from resourceslice.testing import TestCluster, wait_until
@@ -273,8 +274,10 @@ def test_a_transient_error_is_reported_and_attach_called_again_as_a_retry(
 
 
 def test_an_async_attach_runs_on_the_loop_that_started_the_helper(
-    ctrl: rs.Controller, claims: Claims
+    client: kubernetes.client.ApiClient, claims: Claims
 ) -> None:
+    """An asyncio driver: its controller from resourceslice.aio, its attach a coroutine on
+    its own loop (where its loop-bound objects work), the helper stopped by ``async with``."""
     loops: list[asyncio.AbstractEventLoop] = []
 
     async def attach(claim: dict[str, Any], device: rs.BindingDevice) -> bool:
@@ -283,7 +286,9 @@ def test_an_async_attach_runs_on_the_loop_that_started_the_helper(
         return True
 
     async def main() -> None:
-        async with rs.start_binding_controller(ctrl, attach=attach):
+        async with aio.start_controller(
+            client, driver=DRIVER, resources=fabric("fabric")
+        ) as ctrl, rs.start_binding_controller(ctrl, attach=attach):  # fmt: skip
             name = claims.allocate([result("fabric", "port-0")])["metadata"]["name"]
             await asyncio.get_running_loop().run_in_executor(
                 None, claims.wait_condition, name, "fabric", "port-0", ATTACHED, "True"
