@@ -24,6 +24,14 @@ from resourceslice.api import (
     Stats,
     ValidationError,
 )
+from resourceslice.binding import (
+    AttachCallback,
+    BindingController,
+    BindingDevice,
+    BindingFailedError,
+    BindingStats,
+    start_binding_controller,
+)
 from resourceslice.claimstatus import (
     DeviceStatusConflictError,
     DeviceStatusDroppedError,
@@ -76,6 +84,11 @@ except PackageNotFoundError:  # python/ on the path without an installation
     __version__ = "0+unknown"
 
 __all__ = [
+    "AttachCallback",
+    "BindingController",
+    "BindingDevice",
+    "BindingFailedError",
+    "BindingStats",
     "CapacityRequestPolicy",
     "CapacityRequestPolicyRange",
     "ConflictingWriterError",
@@ -128,6 +141,7 @@ __all__ = [
     "load_resources",
     "plan",
     "serve_health",
+    "start_binding_controller",
     "start_controller",
     "validate",
 ]

@@ -39,6 +39,7 @@ import datetime
 import hashlib
 import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Union
 from urllib.parse import quote
@@ -55,7 +56,12 @@ from resourceslice._claimstatus_checks import (
 )
 from resourceslice._http import request
 from resourceslice._pycore.validate import is_driver_name
-from resourceslice.api import ResourceSliceError, ValidationError, _PickledByFields
+from resourceslice.api import (
+    RequestDeadlineError,
+    ResourceSliceError,
+    ValidationError,
+    _PickledByFields,
+)
 
 
 class DeviceCondition(TypedDict, total=False):
@@ -299,6 +305,7 @@ class DeviceStatusWriter:
         conditions: Sequence[DeviceCondition] = (),
         data: Mapping[str, Any] | None = None,
         network_data: NetworkDeviceData | None = None,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Set the entry of ``pool``/``device`` (and ``share_id``) in ``claim`` to what is
         given here, as this writer's: what it set before and omits now is removed; what
@@ -313,6 +320,10 @@ class DeviceStatusWriter:
         DeviceStatusConflictError when another manager owns a field of it with another
         value, DeviceStatusDroppedError when the apiserver did not store it, ApiException
         for the rest (404: no such claim; 422: the device is not allocated in the claim).
+
+        ``deadline`` (``time.monotonic()``): the write is over by then, or not sent at all
+        (:class:`~resourceslice.RequestDeadlineError`): a leader's write must end with its
+        term (:mod:`resourceslice.binding` writes so).
         """
         namespace, name, uid = _claim_id(claim)
         entry: dict[str, Any] = self._key(pool, device, share_id)
@@ -323,27 +334,42 @@ class DeviceStatusWriter:
         if network_data is not None:
             entry["networkData"] = network_data
         self._refuse(None, namespace, name, entry)  # before any request
-        version = self._api.current()
+        version = self._version(deadline)
         self._refuse(version, namespace, name, entry)
         sent = _as_json(entry)
-        stored = self._apply(version, namespace, name, uid, sent, sent)
+        stored = self._apply(version, namespace, name, uid, sent, sent, deadline)
         self._check_stored(f"{namespace}/{name}", stored, sent)
         return stored
 
     def clear(
-        self, claim: Claim, *, pool: str, device: str, share_id: str | None = None
+        self,
+        claim: Claim,
+        *,
+        pool: str,
+        device: str,
+        share_id: str | None = None,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Remove this writer's entry of ``pool``/``device`` (and ``share_id``) from
         ``claim``: what it set is removed, what other managers own stays (an entry that is
         not this writer's is left as it is). Returns the claim as stored, in the v1 shape.
         ValidationError for a key no entry can have (nothing sent). The apiserver removes
-        the entries of a deallocated claim itself."""
+        the entries of a deallocated claim itself. ``deadline``: as :meth:`set`'s."""
         namespace, name, uid = _claim_id(claim)
         key = self._key(pool, device, share_id)
         self._refuse(None, namespace, name, key)
-        version = self._api.current()
+        version = self._version(deadline)
         self._refuse(version, namespace, name, key)
-        return self._apply(version, namespace, name, uid, key, None)
+        return self._apply(version, namespace, name, uid, key, None, deadline)
+
+    def _version(self, deadline: float | None) -> SliceVersion:
+        """The served version; its discovery, when due, by ``deadline``."""
+        if deadline is None:
+            return self._api.current()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RequestDeadlineError("a device status write: its deadline passed")
+        return self._api.current(total=left)
 
     def _key(self, pool: str, device: str, share_id: str | None) -> dict[str, Any]:
         key: dict[str, Any] = {"driver": self.driver, "pool": pool, "device": device}
@@ -384,6 +410,7 @@ class DeviceStatusWriter:
         uid: str,
         key: Mapping[str, Any],
         entry: Mapping[str, Any] | None,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Apply ``entry`` (None: no entry) as the field manager of ``key``'s entry."""
         meta = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
@@ -407,6 +434,7 @@ class DeviceStatusWriter:
                 query=[("fieldManager", manager)],
                 body=apply_patch_body(body),
                 content_type="application/apply-patch+yaml",
+                deadline=deadline,
             )
         except ApiException as exc:
             if exc.status == 404:

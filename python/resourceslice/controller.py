@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Optional, TypedDict
 
 from kubernetes.client import ApiClient
 
@@ -48,6 +48,8 @@ else:
 log = logging.getLogger(__name__)
 
 ErrorHandler = Callable[[BaseException, str], None]
+#: ``listener(leading, covers)``: see Controller._add_leadership_listener.
+LeadershipListener = Callable[[bool, Optional[Callable[[str], bool]]], None]
 
 DEFAULT_SYNC_DELAY = 30.0
 DEFAULT_MUTATION_CACHE_TTL = 60.0
@@ -197,6 +199,8 @@ class Controller:
         self._client = api_client
         self._elector: LeaderElector | ShardedElector | None = None
         self._leader_election = leader_election
+        # Told of each change of leadership after the controller (resourceslice.binding).
+        self._leadership_listeners: list[LeadershipListener] = []
         if api_client is None:
             return
         clock = self._clock = clock or MonotonicClock()
@@ -698,6 +702,42 @@ class Controller:
             stored = self._store.pool_names()
             for pool in sorted(p for p in self._desired_pools | stored if not covers or covers(p)):
                 self._queue.add(pool)
+        for listener in list(self._leadership_listeners):
+            try:
+                listener(leading, covers)
+            except Exception:
+                log.exception("a leadership listener failed")
+
+    # -- what resourceslice.binding asks: its writes are made under this controller's Lease
+
+    def _add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """``listener(leading, covers)`` after each change of leadership (``covers``: the
+        pools of the shard that changed, None for all), on the elector's thread."""
+        self._leadership_listeners.append(listener)
+
+    def _remove_leadership_listener(self, listener: LeadershipListener) -> None:
+        if listener in self._leadership_listeners:
+            self._leadership_listeners.remove(listener)
+
+    def _publishes(self, pool: str) -> bool:
+        """Whether ``pool`` is one of the desired state's pools."""
+        with self._lock:
+            return pool in self._desired_pools
+
+    def _holds(self, pool: str) -> bool:
+        """Whether this replica may write for ``pool`` now (running, and its Lease held)."""
+        return self._client is not None and self._may_sync(pool)
+
+    def _lease_budget(self, pool: str) -> float | None:
+        """Seconds a write for ``pool`` about to be sent may take (None: no Lease bounds
+        it); NotLeaderError when it may not be sent. Pair with :meth:`_lease_write_ended`."""
+        if self._stopped:
+            raise NotLeaderError("the controller was stopped")
+        return None if self._elector is None else self._elector.write_budget(pool)
+
+    def _lease_write_ended(self, pool: str, answered: bool) -> None:
+        if self._elector is not None:
+            self._elector.write_ended(pool, answered)
 
     def _count(self, kind: str) -> None:
         with self._lock:

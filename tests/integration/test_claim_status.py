@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from integration.claim_env import allocated, claims_path, delete, entries, managers, read, result
-from resourceslice import ValidationError, aio
+from resourceslice import RequestDeadlineError, ValidationError, aio
 from resourceslice._http import request, send_json
 from resourceslice.claimstatus import (
     DeviceStatusConflictError,
@@ -259,6 +260,32 @@ def test_a_replaced_claim_is_not_written(
         writer.set(old, pool="node-1", device="gpu-0", conditions=[READY])
     assert refused.value.status == 422 and "metadata.uid" in refused.value.body
     assert entries(read(client, claim_name)) == {}
+
+
+def test_a_write_past_its_deadline_is_not_sent(
+    kube_cluster: TestCluster, client: kubernetes.client.ApiClient, claim_name: str
+) -> None:
+    """A leader's write (resourceslice.binding) must be over by the end of its term: one
+    whose deadline passed raises and sends nothing; one within it is written."""
+    claim = allocated(client, claim_name, [result(GPU, "node-1", "gpu-0")])
+    counted = kube_cluster.api_client("admin")
+    try:
+        writer = DeviceStatusWriter(counted, driver=GPU)
+        writer.set(claim, pool="node-1", device="gpu-0", data={"a": 1})  # version discovered
+        counter = RequestCounter(counted)
+        with pytest.raises(RequestDeadlineError):
+            writer.set(claim, pool="node-1", device="gpu-0", conditions=[READY],
+                       deadline=time.monotonic() - 0.001)  # fmt: skip
+        with pytest.raises(RequestDeadlineError):
+            writer.clear(claim, pool="node-1", device="gpu-0", deadline=time.monotonic())
+        assert counter.requests() == []
+        assert entries(read(client, claim_name))[GPU, "node-1", "gpu-0"]["data"] == {"a": 1}
+        writer.set(claim, pool="node-1", device="gpu-0", conditions=[READY],
+                   deadline=time.monotonic() + 10)  # fmt: skip
+        assert counter.requests() == [("PATCH", f"{claims_path()}/{claim_name}/status")]
+    finally:
+        counted.close()
+    assert entries(read(client, claim_name))[GPU, "node-1", "gpu-0"]["conditions"]
 
 
 def test_a_device_the_claim_was_not_allocated_is_refused(
