@@ -117,6 +117,23 @@ def _source_key(
     return digest.hexdigest()[:16]
 
 
+def ask_go_program(binary: Path, request: Mapping[str, Any]) -> dict[str, Any]:
+    """``request`` as JSON on the standard input of a Go oracle built by
+    :func:`build_go_binary`; the JSON object it prints (ClusterError if it fails)."""
+    done = subprocess.run(
+        [str(binary)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ClusterError(f"{binary.name} exited with {done.returncode}: {done.stderr}")
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
 def build_go_binary(
     src: Path,
     *,

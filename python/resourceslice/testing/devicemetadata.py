@@ -16,15 +16,13 @@ apiserver (Go needed; ``RESOURCESLICE_METADATAORACLE_BIN`` names a prebuilt one)
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from resourceslice.kubeletplugin.types import PreparedDevice
-from resourceslice.testing.cluster import ClusterError, build_go_binary
+from resourceslice.testing.cluster import ClusterError, ask_go_program, build_go_binary
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -48,18 +46,7 @@ def build_metadata_oracle(*, quiet: bool = False) -> Path:
 
 
 def _ask(request: Mapping[str, Any]) -> dict[str, Any]:
-    done = subprocess.run(
-        [str(build_metadata_oracle())],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise ClusterError(f"metadataoracle exited with {done.returncode}: {done.stderr}")
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
+    return ask_go_program(build_metadata_oracle(), request)
 
 
 def go_decode(path: str | os.PathLike[str]) -> dict[str, Any]:

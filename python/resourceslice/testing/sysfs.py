@@ -17,14 +17,12 @@ apiserver (Go needed; ``RESOURCESLICE_DEVICEATTRS_BIN`` names a prebuilt one).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from resourceslice.testing.cluster import ClusterError, build_go_binary
+from resourceslice.testing.cluster import ClusterError, ask_go_program, build_go_binary
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -70,18 +68,7 @@ def go_device_attributes(
         "numaNodes": list(numa_nodes),
         "cpus": list(cpus),
     }
-    done = subprocess.run(
-        [str(build_deviceattrs())],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise ClusterError(f"deviceattrs exited with {done.returncode}: {done.stderr}")
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
+    return ask_go_program(build_deviceattrs(), request)
 
 
 class SysfsTree:
