@@ -20,7 +20,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, request, retry_after
+from resourceslice._http import REQUEST_TIMEOUT, request, retry_after, stream_lines
 from resourceslice.informer import _SHORT_WATCH, _WATCH_SECONDS, Backoff, _abort
 
 log = logging.getLogger(__name__)
@@ -164,17 +164,9 @@ class ClaimWatch:
         try:
             if self._stopping.is_set():
                 return version, False
-            pending = bytearray()
-            for chunk in response.stream(65536):
-                pending += chunk
-                start = 0
-                while (end := pending.find(b"\n", start)) >= 0:
-                    line = bytes(pending[start:end])
-                    start = end + 1
-                    if line.strip():
-                        version = self._apply(json.loads(line), version)
-                        worked = True
-                del pending[:start]
+            for line in stream_lines(response):
+                version = self._apply(json.loads(line), version)
+                worked = True
         finally:
             with self._response_lock:
                 self._response = None

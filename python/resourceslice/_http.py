@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -210,6 +210,21 @@ class SliceLister:
         if timeout_seconds is not None:
             query.append(("timeoutSeconds", str(timeout_seconds)))
         return request(self._client, "GET", self._path, query=query, stream=True, timeout=timeout)
+
+
+def stream_lines(response: Any) -> Iterator[bytes]:
+    """The non-blank lines of a streamed response (a watch: one JSON event a line), each as
+    soon as it is whole."""
+    pending = bytearray()
+    for chunk in response.stream(65536):
+        pending += chunk
+        start = 0
+        while (end := pending.find(b"\n", start)) >= 0:
+            line = bytes(pending[start:end])
+            start = end + 1
+            if line.strip():
+                yield line
+        del pending[:start]
 
 
 def read_body(response: Any) -> bytes:

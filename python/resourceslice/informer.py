@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, SliceLister, retry_after
+from resourceslice._http import REQUEST_TIMEOUT, SliceLister, retry_after, stream_lines
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -308,18 +308,10 @@ class SliceInformer:
         try:
             if self._stopping.is_set():  # stop() ran before the response was published
                 return
-            pending = bytearray()
-            for chunk in response.stream(65536):
-                pending += chunk
-                start = 0
-                while (end := pending.find(b"\n", start)) >= 0:
-                    line = bytes(pending[start:end])
-                    start = end + 1
-                    if line.strip():
-                        self._version = self._apply(line, resource_version)
-                        resource_version = self._version
-                        self._watch_worked = True
-                del pending[:start]
+            for line in stream_lines(response):
+                self._version = self._apply(line, resource_version)
+                resource_version = self._version
+                self._watch_worked = True
         finally:
             if time.monotonic() - started >= _SHORT_WATCH:
                 self._watch_worked = True
