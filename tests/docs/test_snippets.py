@@ -37,8 +37,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The pages whose blocks are a pytest module, not a script.
 PYTEST_PAGES = {"docs/testing.md"}
 # The drivers the pages publish as: their slices and Leases are removed around each page.
-DRIVERS = ("gpu.example.com", "net.example.com")
-LEASE = "net-example-com-publisher"
+DRIVERS = ("gpu.example.com", "net.example.com", "fabric.example.com")
+LEASES = ("net-example-com-publisher", "fabric-example-com")
 
 # A Pod's in-cluster config is the test apiserver's kubeconfig (KUBECONFIG) here.
 IN_A_POD = {
@@ -134,12 +134,13 @@ def remove_driver_objects(client: kubernetes.client.ApiClient) -> None:
             "/apis/resource.k8s.io/v1/resourceslices",
             query=[("fieldSelector", f"spec.driver={driver}")],
         )
-    request(
-        client,
-        "DELETE",
-        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
-        query=[("fieldSelector", f"metadata.name={LEASE}")],
-    )
+    for lease in LEASES:
+        request(
+            client,
+            "DELETE",
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+            query=[("fieldSelector", f"metadata.name={lease}")],
+        )
 
 
 @pytest.fixture
