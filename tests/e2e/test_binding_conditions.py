@@ -31,7 +31,7 @@ from e2e.chain import EnvDriver, start_env_plugin
 from resourceslice import kubeletplugin
 from resourceslice._http import ClosingApiClient, get_json
 from resourceslice.testing import DRACluster, running_dra_cluster, wait_until
-from resourceslice.testing.plugin import tested_releases
+from resourceslice.testing.plugin import tested_releases as releases_to_test
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +71,7 @@ def fabric_pool(ports: int = 2) -> rs.DriverResources:
     )
 
 
-@pytest.fixture(params=tested_releases())
+@pytest.fixture(params=releases_to_test())
 def cluster(request: pytest.FixtureRequest) -> Iterator[DRACluster]:
     """A DRA cluster of each release whose scheduler has binding conditions."""
     release = str(request.param)
