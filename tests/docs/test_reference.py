@@ -19,6 +19,7 @@ REFERENCE = ROOT / "docs" / "reference.md"
 DOCUMENTED: dict[str, Callable[..., Any]] = {
     "start_controller": rs.Controller.__init__,
     "LeaderElection": rs.LeaderElection,
+    "start_binding_controller": rs.BindingController.__init__,
     "kubeletplugin.start": kubeletplugin.start,
 }
 

@@ -40,8 +40,8 @@ PYTEST_PAGES = {"docs/testing.md"}
 # README's.
 README_DRIVER_PAGES = {"docs/index.md"}
 # The drivers the pages publish as: their slices and Leases are removed around each page.
-DRIVERS = ("gpu.example.com", "net.example.com")
-LEASE = "net-example-com-publisher"
+DRIVERS = ("gpu.example.com", "net.example.com", "fabric.example.com")
+LEASES = ("net-example-com-publisher", "fabric-example-com")
 
 # A Pod's in-cluster config is the test apiserver's kubeconfig (KUBECONFIG) here.
 IN_A_POD = {
@@ -160,12 +160,13 @@ def remove_driver_objects(client: kubernetes.client.ApiClient) -> None:
             "/apis/resource.k8s.io/v1/resourceslices",
             query=[("fieldSelector", f"spec.driver={driver}")],
         )
-    request(
-        client,
-        "DELETE",
-        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
-        query=[("fieldSelector", f"metadata.name={LEASE}")],
-    )
+    for lease in LEASES:
+        request(
+            client,
+            "DELETE",
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+            query=[("fieldSelector", f"metadata.name={lease}")],
+        )
 
 
 @pytest.fixture
