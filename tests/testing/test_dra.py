@@ -49,3 +49,12 @@ def tag_of(release: str) -> str:
 
 def build_line(name: str) -> str:
     return (DRACLUSTER / name).read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize(("timeout", "release"), [(0.5, DEFAULT_RELEASE), (20.0, "1.33")])
+def test_a_binding_timeout_kube_scheduler_would_refuse_is_refused_first(
+    timeout: float, release: str
+) -> None:
+    # Below 1 s (the scheduler's validation) or on a scheduler without binding conditions.
+    with pytest.raises(ValueError, match=rf"binding_timeout={timeout}.*this is {release}"):
+        start_dra_cluster(binding_timeout=timeout, release=release)

@@ -782,13 +782,23 @@ def start_dra_cluster(
     release: str = DEFAULT_RELEASE,
     apiserver: TestCluster | None = None,
     timeout: float = 180.0,
+    binding_timeout: float | None = None,
 ) -> DRACluster:
     """Start a test apiserver of ``release`` (or use ``apiserver``, which the cluster then
     owns) and the DRA components of the same release against it; ready on return.
 
     ``retry_period``: how soon a node retries a pod whose prepare failed (kubelet waits 10 s;
-    tests want less).
+    tests want less). ``binding_timeout``: how long kube-scheduler waits for a device's
+    binding conditions before it drops the allocation (its ``bindingTimeout``, 600 s by
+    default, at least 1 s; releases 1.34 and newer).
     """
+    if binding_timeout is not None and (
+        binding_timeout < 1 or tuple(map(int, release.split("."))) < (1, 34)
+    ):
+        raise ValueError(
+            f"binding_timeout={binding_timeout}: kube-scheduler takes one of at least 1 s, "
+            f"from release 1.34 (this is {release})"
+        )
     binary = build_dra_cluster(release=release)
     if apiserver is not None and apiserver.release != release:
         raise ClusterError(f"the apiserver is {apiserver.release}'s, the components {release}'s")
@@ -802,6 +812,7 @@ def start_dra_cluster(
                 f"--dir={node_root}",
                 f"--feature-gates={server.feature_gates}",
                 f"--retry-period={retry_period}s",
+                f"--binding-timeout={binding_timeout or 0}s",
                 "-v=2",
             ],
             log_path=server.data_dir / "dracluster.log",

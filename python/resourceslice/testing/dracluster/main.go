@@ -129,6 +129,31 @@ func refOf(pod *v1.Pod) podRef {
 	return podRef{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
 
+// writeSchedulerConfig writes a KubeSchedulerConfiguration of the default profile whose
+// DynamicResources plugin gives up waiting for binding conditions after bindingTimeout, so
+// that a test of the timeout does not wait out the default ten minutes. Only a file sets it:
+// kube-scheduler has no flag for plugin arguments.
+func writeSchedulerConfig(dir, kubeconfig string, bindingTimeout time.Duration) (string, error) {
+	config := map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
+		"profiles": []any{map[string]any{
+			"schedulerName": v1.DefaultSchedulerName,
+			"pluginConfig": []any{map[string]any{
+				"name": "DynamicResources",
+				"args": map[string]any{"bindingTimeout": bindingTimeout.String()},
+			}},
+		}},
+	}
+	data, err := json.Marshal(config)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kube-scheduler.json")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
 // runScheduler sets kube-scheduler up from its own options and flags and runs it, as
 // cmd/kube-scheduler/app's command does (minus its process-wide signal handler and logging
 // set-up, which are this program's).
@@ -729,15 +754,16 @@ func main() {
 	dir := flag.String("dir", "", "directory for the simulated nodes' kubelet and CDI directories")
 	featureGates := flag.String("feature-gates", "", "the apiserver's feature gates, for every component")
 	retryPeriod := flag.Duration("retry-period", 10*time.Second, "how soon a node retries a pod whose sync failed (kubelet's pod worker: 10s)")
+	bindingTimeout := flag.Duration("binding-timeout", 0, "kube-scheduler's DynamicResourcesArgs.bindingTimeout (0: its default, 10m; 1.34 and newer)")
 	klog.InitFlags(nil)
 	flag.Parse()
-	if err := run(*kubeconfig, *dir, *featureGates, *retryPeriod); err != nil {
+	if err := run(*kubeconfig, *dir, *featureGates, *retryPeriod, *bindingTimeout); err != nil {
 		fmt.Fprintln(os.Stderr, "dracluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error {
+func run(kubeconfig, dir, featureGates string, retryPeriod, bindingTimeout time.Duration) error {
 	if kubeconfig == "" || dir == "" {
 		return fmt.Errorf("--kubeconfig and --dir are required")
 	}
@@ -748,6 +774,14 @@ func run(kubeconfig, dir, featureGates string, retryPeriod time.Duration) error 
 	// The scheduler first: its flags set the process's feature gates, which the claim
 	// controller and the DRA managers read too.
 	schedulerArgs := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0"}
+	if bindingTimeout > 0 {
+		config, err := writeSchedulerConfig(dir, kubeconfig, bindingTimeout)
+		if err != nil {
+			return err
+		}
+		// With --config, kube-scheduler reads its kubeconfig from the file, not the flag.
+		schedulerArgs = append(schedulerArgs[1:], "--config="+config)
+	}
 	if featureGates != "" {
 		schedulerArgs = append(schedulerArgs, "--feature-gates="+featureGates)
 	}
