@@ -43,7 +43,7 @@ OLDEST_TESTS := --ignore=tests/packaging --ignore=tests/docs/test_api_reference.
 WHEEL_DIR := target/wheels
 WHEEL_TARGET := target/wheel
 
-.PHONY: test test-oldest demo bench lint fmt dev server wheel clean
+.PHONY: test test-oldest demo bench bench-check lint fmt dev server wheel clean
 
 $(VENV_MADE):
 	rm -rf $(VENV)
@@ -104,13 +104,20 @@ test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-m
 	$(OLDEST_PY) -m pytest $(OLDEST_TESTS)
 
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
-# server with the newest Python and dependencies, then again on the oldest.
+# server with the newest Python and dependencies, every bench once (small), then the suite
+# again on the oldest.
 test: lint server kubelet-harness dra-cluster device-attrs helm device-metadata wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
 	RESOURCESLICE_WHEEL="$$(ls $(abspath $(WHEEL_DIR))/*.whl)" $(PY) -m pytest
+	$(MAKE) --no-print-directory bench-check
 	$(MAKE) --no-print-directory test-oldest
+
+# Every bench once, at a small size and with timing off (benches/benchsize.py): a bench whose
+# setup or assertions went stale fails here, not when someone next wants its figures.
+bench-check: dev server kubelet-harness dra-cluster
+	RESOURCESLICE_BENCH_SMALL=1 $(PY) -m pytest benches -p no:cacheprovider
 
 bench: dev server
 	mkdir -p .benchmarks

@@ -30,14 +30,15 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
+from benchsize import sized
 from resourceslice import aio
 from resourceslice.testing import TestCluster
 from resourceslice.testing.stalls import LoopTicker
 
 pytestmark = pytest.mark.integration
 
-DEVICES = 10_000
-ROUNDS = 5
+DEVICES = sized(10_000, 1_000)
+ROUNDS = sized(5, 1)
 TIMEOUT = 120.0
 _run = itertools.count()
 

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
+from benchsize import sized
 from resourceslice import kubeletplugin
 from resourceslice._claimwatch import ClaimWatch
 from resourceslice._http import ClosingApiClient, request
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.integration
 
 DRIVER = "fabric.bench.example.com"
 ATTACHED = f"{DRIVER}/Attached"
-RUNS = 20
+RUNS = sized(20, 2)
 
 
 class Timeline:

@@ -18,14 +18,15 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
+from benchsize import sized
 from resourceslice.testing import TestCluster
 from resourceslice.testing.counting import RequestCounter
 
 pytestmark = pytest.mark.integration
 
-DEVICES = 10_000
+DEVICES = sized(10_000, 1_000)
 CHANGES_PER_SECOND = 5
-SECONDS = 60
+SECONDS = sized(60, 2)
 TIMEOUT = 120.0
 DRIVER = "churn.bench.example.com"
 

@@ -20,9 +20,10 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
+from benchsize import sized
 from test_core import DRIVER, MAX_SLICE_BYTES, gpu, load_core
 
-DEVICES = 100_000
+DEVICES = sized(100_000, 2_000)
 ROUNDS = 7
 
 
@@ -143,7 +144,7 @@ def test_one_change_of_100k_on_the_apiserver(benchmark: Any, kube_cluster: Any) 
         def change() -> None:
             assert ctrl.wait_idle(60)
             before, started = len(clock.sent), time.process_time()
-            ctrl.update_devices("p", upsert=[gpu(5000, revision=next(revision))])
+            ctrl.update_devices("p", upsert=[gpu(DEVICES // 20, revision=next(revision))])
             assert ctrl.wait_synced(60)
             assert len(clock.sent) == before + 1  # one PUT
             to_put.append(clock.sent[before] - started)
@@ -152,7 +153,7 @@ def test_one_change_of_100k_on_the_apiserver(benchmark: Any, kube_cluster: Any) 
         full: list[float] = []
         for _ in range(3):
             assert ctrl.wait_idle(60)
-            devices[7000] = gpu(7000, revision=next(revision))
+            devices[DEVICES // 14] = gpu(DEVICES // 14, revision=next(revision))
             started = time.process_time()
             ctrl.update(resources)
             full.append(time.process_time() - started)

@@ -13,17 +13,17 @@ Run: ``.venv/bin/pytest benches/test_dra_chain.py --benchmark-enable -s``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from benchsize import sized
+from e2e.chain import load_example
 from resourceslice import kubeletplugin
 from resourceslice._http import ClosingApiClient
 from resourceslice.testing import DRACluster, running_dra_cluster
@@ -32,22 +32,12 @@ from resourceslice.testing.cluster import build_go_binary
 
 pytestmark = pytest.mark.integration
 
-NODES = 10
+NODES = sized(10, 2)
 DEVICES_PER_NODE = 8
-PODS = 50
-ROUNDS = 3
+PODS = sized(50, 4)
+ROUNDS = sized(3, 1)
 GO_DRIVER = "go-demo.example.com"
 HERE = Path(__file__).resolve().parent
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "kubelet_driver", HERE.parent / "examples" / "kubelet_driver.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class Drivers:

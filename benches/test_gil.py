@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
+from benchsize import sized
 from resourceslice import _core as core
 from test_core import DRIVER, MAX_SLICE_BYTES, OWNER, POOL, gpu, pools, relist_bytes
 
-SIZE = 100_000
+SIZE = sized(100_000, 1_000)
 #: What the controller renders per plan_pool call (a window of write bodies).
 BODY_BYTES = 1 << 20
 
@@ -73,7 +74,7 @@ def scenarios() -> dict[str, Callable[[], Any]]:
     assert not errors
     relist = relist_bytes()
     ctrl = rs.start_controller(None, driver=DRIVER, resources=rs.DriverResources(pools={}))
-    resources = rs.DriverResources(pools={POOL: rs.Pool(devices=devices)})
+    resources = rs.DriverResources(pools={POOL: rs.Pool(devices=devices, all_nodes=True)})
     # The 1.3 million dicts of the device list make a full garbage collection take about
     # 0.2 s, a stall of its own whoever triggers it; out of the collector's way (as a driver
     # with a large static device list may put them too), the figures are the core's.

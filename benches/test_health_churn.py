@@ -29,6 +29,7 @@ import kubernetes.client
 import pytest
 from kubernetes import watch
 
+from benchsize import sized
 from resourceslice.testing import TestCluster
 from resourceslice.testing._jsonlines import JsonLinesProcess
 from resourceslice.testing.cluster import build_go_binary
@@ -36,11 +37,11 @@ from resourceslice.testing.cluster import build_go_binary
 pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).resolve().parent
-DEVICES = 100_000
+DEVICES = sized(100_000, 2_000)
 RATE = 50
 #: Seconds of churn; CHURN_SECONDS sets fewer (Go's controller does not keep the pace at
 #: 100,000 devices: each full Update waits for the previous sync, so its 60 s take half an hour).
-SECONDS = int(os.environ.get("CHURN_SECONDS", "60"))
+SECONDS = int(os.environ.get("CHURN_SECONDS", sized("60", "3")))
 PER_SLICE = 64
 SETTLE = 900.0  # seconds for the last change to be stored after the churn
 

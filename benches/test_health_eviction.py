@@ -26,28 +26,24 @@ Run: ``.venv/bin/pytest benches/test_health_eviction.py --benchmark-enable -s``.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import resourceslice as rs
-from resourceslice.controller import DEFAULT_UPDATE_INTERVAL
-from resourceslice.testing import DRACluster, PreparedPod, running_dra_cluster
-
-# The end-to-end tests' driver and health source.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from benchsize import sized
 from e2e.chain import EnvDriver, start_env_plugin
 from e2e.health import HealthDriver, HealthSource, rule_taints, slice_taints
+from resourceslice.controller import DEFAULT_UPDATE_INTERVAL
+from resourceslice.testing import DRACluster, PreparedPod, running_dra_cluster
 
 pytestmark = pytest.mark.integration
 
 DRIVER = "gpu.bench.example.com"
 DEVICES = [f"gpu-{i}" for i in range(4)]
-RUNS = 20
+RUNS = sized(20, 1)
 
 
 def device_of(pod: PreparedPod) -> str:

@@ -26,6 +26,7 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
+from benchsize import sized
 from resourceslice._backend import core
 from resourceslice._plain import prepare
 from resourceslice.controller import DEFAULT_MAX_SLICE_BYTES
@@ -88,7 +89,7 @@ def test_held_rss_of_100k_devices(benchmark: Any, kube_cluster: TestCluster) -> 
     (about 6.6 times their JSON in CPython); the peak during the publish is over the RSS
     with them.
     """
-    size = 100_000
+    size = sized(100_000, 1_000)
     figures: list[dict[str, Any]] = []
 
     def hold() -> None:
@@ -190,12 +191,13 @@ def test_million_devices_in_100_pools(benchmark: Any, monkeypatch: pytest.Monkey
     caller's dicts are 1% of what they would be with a list each, and the memory measured is
     the controller's.
     """
-    pools, per_pool = 100, 10_000
+    pools, per_pool = sized((100, 10_000), (5, 1_000))
+    one, first, second = per_pool * 4_321 // 10_000, pools * 61 // 100, pools * 37 // 100
     devices = [gpu(i) for i in range(per_pool)]
     names = [f"pool-{p:03}" for p in range(pools)]
     desired = {name: rs.Pool(devices=devices, all_nodes=True) for name in names}
     changed = list(devices)
-    changed[4_321] = gpu(4_321, revision=1)
+    changed[one] = gpu(one, revision=1)
     # Compact JSON of the 1,000,000 devices: the same 10,000 in each pool.
     json_bytes = pools * len(json.dumps(devices, separators=(",", ":")))
     figure: dict[str, Any] = {"devices_json_bytes": json_bytes}
@@ -218,6 +220,7 @@ def test_million_devices_in_100_pools(benchmark: Any, monkeypatch: pytest.Monkey
                     client,
                     driver=driver,
                     resources=rs.DriverResources(pools=desired),
+                    sync_delay=sized(30.0, 1.0),  # the default; short for the small size
                 )
                 assert ctrl.wait_synced(TIMEOUT)
                 figure["start_to_synced_s"] = round(time.monotonic() - began, 1)
@@ -249,23 +252,23 @@ def test_million_devices_in_100_pools(benchmark: Any, monkeypatch: pytest.Monkey
         # through update() of the whole state (the first change included).
         counter.reset()
         began = time.monotonic()
-        ctrl.update_devices(names[61], upsert=[changed[4_321]])
+        ctrl.update_devices(names[first], upsert=[changed[one]])
         assert ctrl.wait_synced(TIMEOUT)
         figure["update_devices_to_synced_s"] = round(time.monotonic() - began, 3)
         figure["update_devices_writes"] = counter.writes()
-        desired[names[61]] = rs.Pool(changed, all_nodes=True)
+        desired[names[first]] = rs.Pool(changed, all_nodes=True)
 
         counter.reset()
         began, cpu = time.monotonic(), time.thread_time()
         ctrl.update(
-            rs.DriverResources(pools={**desired, names[37]: rs.Pool(changed, all_nodes=True)})
+            rs.DriverResources(pools={**desired, names[second]: rs.Pool(changed, all_nodes=True)})
         )
         figure["one_change_update_call_s"] = round(time.monotonic() - began, 3)
         figure["one_change_update_call_cpu_s"] = round(time.thread_time() - cpu, 3)
         assert ctrl.wait_synced(TIMEOUT)
         figure["one_change_to_synced_s"] = round(time.monotonic() - began, 3)
         figure["one_change_writes"] = counter.writes()
-        desired[names[37]] = rs.Pool(changed, all_nodes=True)
+        desired[names[second]] = rs.Pool(changed, all_nodes=True)
 
         # The whole state again, unchanged, three times: validated and compared, nothing
         # to sync. Then json.dumps of the same devices, the issue's yardstick for update().
