@@ -212,6 +212,9 @@ type node struct {
 	mutex    sync.Mutex
 	lastSeen map[types.UID]*v1.Pod
 	prepared map[types.UID]bool
+	// unprepared: terminating pods whose claims were unprepared. kubelet unprepares a pod's
+	// claims once, in SyncTerminatingPod; its removal from the API is not a second time.
+	unprepared map[types.UID]bool
 	// healthChanged: prepared pods whose devices' health changed since their status was written.
 	healthChanged map[types.UID]bool
 }
@@ -352,6 +355,7 @@ func (n *node) startKubelet(ctx context.Context) error {
 	n.mutex.Lock()
 	n.lastSeen = map[types.UID]*v1.Pod{}
 	n.prepared = map[types.UID]bool{}
+	n.unprepared = map[types.UID]bool{}
 	n.healthChanged = map[types.UID]bool{}
 	n.mutex.Unlock()
 	nodeCtx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
@@ -520,16 +524,23 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 	}
 	terminating := !exists || pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 	if terminating {
-		if err := n.manager.UnprepareResources(ctx, pod); err != nil {
-			n.out.write(map[string]any{"event": "unprepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
-			return err
+		n.mutex.Lock()
+		done := n.unprepared[uid]
+		n.mutex.Unlock()
+		if !done {
+			if err := n.manager.UnprepareResources(ctx, pod); err != nil {
+				n.out.write(map[string]any{"event": "unprepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
+				return err
+			}
 		}
 		n.mutex.Lock()
 		wasPrepared := n.prepared[uid]
 		delete(n.prepared, uid)
 		delete(n.healthChanged, uid)
+		n.unprepared[uid] = true
 		if !exists {
 			delete(n.lastSeen, uid)
+			delete(n.unprepared, uid)
 		}
 		n.mutex.Unlock()
 		if wasPrepared {
