@@ -168,8 +168,14 @@ func run(kubeconfig, driverName, nodesJSON string, count int) error {
 			devices[i].Name = fmt.Sprintf("demo-%d", i)
 			devices[i].Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"index": {IntValue: &index}}
 		}
+		// A Go driver splits its pool into slices itself: at most 128 devices each (the API's
+		// limit); this library packs them.
+		var slices []resourceslice.Slice
+		for start := 0; start < len(devices); start += 128 {
+			slices = append(slices, resourceslice.Slice{Devices: devices[start:min(start+128, len(devices))]})
+		}
 		resources := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-			node.Name: {Slices: []resourceslice.Slice{{Devices: devices}}},
+			node.Name: {Slices: slices},
 		}}
 		if err := helper.PublishResources(ctx, resources); err != nil {
 			return fmt.Errorf("node %s: %w", node.Name, err)
