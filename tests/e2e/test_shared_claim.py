@@ -38,7 +38,9 @@ def nic_node(release_dra_cluster: DRACluster) -> Iterator[str]:
 def test_deleting_one_pod_of_a_shared_claim_leaves_it_to_the_other(
     release_dra_cluster: DRACluster, nic_node: str
 ) -> None:
-    claim_uid = release_dra_cluster.create_claim("shared-nic", device_class="nic")["metadata"]["uid"]
+    claim_uid = release_dra_cluster.create_claim("shared-nic", device_class="nic")["metadata"][
+        "uid"
+    ]
     release_dra_cluster.create_pod("first", claim="shared-nic")
     release_dra_cluster.create_pod("second", claim="shared-nic")
     first = release_dra_cluster.wait_pod_prepared("first")
@@ -55,7 +57,9 @@ def test_deleting_one_pod_of_a_shared_claim_leaves_it_to_the_other(
     release_dra_cluster.delete_pod("first", timeout=timeout)
     assert time.monotonic() - start < timeout / 2
     assert release_dra_cluster.get_pod("first") is None
-    assert [e["node"] for e in release_dra_cluster.events("unprepared")] == [nic_node]  # first's share
+    assert [e["node"] for e in release_dra_cluster.events("unprepared")] == [
+        nic_node
+    ]  # first's share
     (claim,) = release_dra_cluster.pod_claims("second")
     assert [(r["name"], r["uid"]) for r in claim["status"]["reservedFor"]] == [
         ("second", second.uid)
@@ -66,7 +70,9 @@ def test_deleting_one_pod_of_a_shared_claim_leaves_it_to_the_other(
 
     # The last user goes: the claim is deallocated, and stays (it was not made for a pod).
     release_dra_cluster.delete_pod("second", timeout=timeout)
-    (claim,) = [c for c in release_dra_cluster.list_claims() if c["metadata"]["name"] == "shared-nic"]
+    (claim,) = [
+        c for c in release_dra_cluster.list_claims() if c["metadata"]["name"] == "shared-nic"
+    ]
     assert claim["metadata"]["uid"] == claim_uid
     assert not claim.get("status", {}).get("allocation")
     assert not claim.get("status", {}).get("reservedFor")
