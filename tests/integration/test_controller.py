@@ -26,7 +26,6 @@ from .controller_env import (
     ControllerEnv,
     device,
     devices_of,
-    env_fixture,  # noqa: F401  (the env fixture)
     node_pools,
     pools,
 )

@@ -14,7 +14,6 @@ from .controller_env import (
     ControllerEnv,
     device,
     devices_of,
-    env_fixture,  # noqa: F401  (the env fixture)
     pools,
 )
 

@@ -9,7 +9,6 @@ import resourceslice as rs
 from .controller_env import (
     ControllerEnv,
     device,
-    env_fixture,  # noqa: F401  (the env fixture)
     pools,
 )
 

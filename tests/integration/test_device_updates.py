@@ -16,7 +16,6 @@ from .controller_env import (
     ControllerEnv,
     device,
     devices_of,
-    env_fixture,  # noqa: F401  (the env fixture)
     pools,
 )
 

@@ -21,7 +21,7 @@ from resourceslice.leaderelection import LeaderElector, NotLeaderError
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.faultproxy import FaultProxy
 
-from .controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
+from .controller_env import ControllerEnv, device, pools
 
 pytestmark = pytest.mark.integration
 

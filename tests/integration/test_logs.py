@@ -14,7 +14,6 @@ from .controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     device,
-    env_fixture,  # noqa: F401  (the env fixture)
     node_pools,
     pools,
 )

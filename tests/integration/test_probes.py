@@ -14,7 +14,6 @@ import pytest
 from .controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
-    env_fixture,  # noqa: F401  (the env fixture)
 )
 
 pytestmark = pytest.mark.integration

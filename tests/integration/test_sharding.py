@@ -12,7 +12,7 @@ from resourceslice.leaderelection import LeaderElector
 from resourceslice.sharding import GROUP_LABEL, ShardedElector
 from resourceslice.testing import wait_until
 
-from .controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
+from .controller_env import ControllerEnv, device, pools
 
 pytestmark = pytest.mark.integration
 

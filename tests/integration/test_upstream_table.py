@@ -18,7 +18,7 @@ import pytest
 import resourceslice as rs
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 
-from .controller_env import ControllerEnv, device, devices_of, env_fixture, node_pools  # noqa: F401
+from .controller_env import ControllerEnv, device, devices_of, node_pools
 
 pytestmark = pytest.mark.integration
 

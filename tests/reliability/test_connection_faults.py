@@ -16,7 +16,7 @@ import pytest
 
 import resourceslice as rs
 from controller.fakes import FakeClock
-from integration.controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
+from integration.controller_env import ControllerEnv, device, pools
 from resourceslice.leaderelection import LeaderElector, LeadershipLostError
 from resourceslice.sharding import ShardedElector, shard_of
 from resourceslice.testing import TestCluster, wait_until

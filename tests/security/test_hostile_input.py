@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, env_fixture, pools  # noqa: F401
+from integration.controller_env import ControllerEnv, device, pools
 from resourceslice._backend import core
 from resourceslice._http import send_json
 from resourceslice._plain import to_plain_pools

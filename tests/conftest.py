@@ -1,0 +1,6 @@
+"""Fixtures that tests of several directories share, found by pytest here instead of imported
+by each module (an import a linter takes for unused)."""
+
+from integration.controller_env import env_fixture
+
+__all__ = ["env_fixture"]
