@@ -78,7 +78,9 @@ def test_a_mount_of_a_missing_source_fails_with_runcs_message(tmp_path: Path) ->
     with pytest.raises(RuncError) as caught:
         run_container(spec)
     assert f"open {missing}: no such file or directory" in caught.value.stderr
-    assert str(missing) in str(caught.value)
+    assert caught.value.message is not None
+    assert caught.value.message.endswith(f"open {missing}: no such file or directory")
+    assert caught.value.message in str(caught.value)
 
 
 def test_stop_ends_the_container_on_sigterm_and_leaves_no_runc_state() -> None:

@@ -44,11 +44,37 @@ REPORTER_PATH = "/reporter"
 
 
 class RuncError(RuntimeError):
-    """runc failed: the message is its command line and what it wrote to stderr."""
+    """runc failed: the message is its command line and runc's own error message (``msg=`` of
+    its log line), ``stderr`` all it wrote."""
 
     def __init__(self, args: Sequence[str], message: str, stderr: str) -> None:
-        super().__init__(f"runc {' '.join(args)}: {message}\n{stderr}")
+        said = runc_message(stderr)
+        super().__init__(f"runc {' '.join(args)}: {message}: {said or stderr.strip()}")
         self.stderr = stderr
+        #: runc's error message (``msg="..."`` of its ``level=error`` line), or None.
+        self.message = said
+
+
+def runc_message(stderr: str) -> str | None:
+    """The ``msg`` of runc's last ``level=error`` log line in ``stderr``, unquoted."""
+    for line in reversed(stderr.splitlines()):
+        if "level=error" not in line or ' msg="' not in line:
+            continue
+        quoted = line.split(' msg="', 1)[1]
+        text: list[str] = []
+        escaped = False
+        for char in quoted:
+            if escaped:
+                text.append({"n": "\n", "t": "\t"}.get(char, char))
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                break
+            else:
+                text.append(char)
+        return "".join(text)
+    return None
 
 
 def build_runc(*, quiet: bool = False) -> Path:
