@@ -96,7 +96,8 @@ $(OLDEST_STAMP): pyproject.toml Makefile
 
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
 # OLDEST_DEPS: pip check), then the suite from that installation.
-test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-metadata $(OLDEST_STAMP)
+test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-metadata runtime \
+		$(OLDEST_STAMP)
 	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
 	$(OLDEST_PY) -m pip check
 	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
@@ -106,7 +107,7 @@ test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-m
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
 # server with the newest Python and dependencies, every bench once (small), then the suite
 # again on the oldest.
-test: lint server kubelet-harness dra-cluster device-attrs helm device-metadata wheel
+test: lint server kubelet-harness dra-cluster device-attrs helm device-metadata runtime wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
@@ -146,7 +147,7 @@ PROTOC_VENV := .venv-protoc
 KUBELET_PROTOS := dra/v1:dra_v1 dra/v1beta1:dra_v1beta1 dra-health/v1:health_v1 \
 	dra-health/v1alpha1:health_v1alpha1 pluginregistration/v1:pluginregistration_v1
 
-.PHONY: protos kubelet-harness dra-cluster device-attrs helm device-metadata
+.PHONY: protos kubelet-harness dra-cluster device-attrs helm device-metadata runtime
 # Build (or find cached) the kubelet harness the kubeletplugin tests register plugins with.
 kubelet-harness: dev
 	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
@@ -172,6 +173,12 @@ helm: dev
 device-metadata: dev
 	$(PY) -c "from resourceslice.testing.devicemetadata import build_metadata_oracle; \
 		print(build_metadata_oracle())"
+
+# Build (or find cached) runc v1.5.3 and the static reporter it runs as a container's process
+# (resourceslice.testing.runtime), for tests/testing/test_runtime.py.
+runtime: dev
+	$(PY) -c "from resourceslice.testing.runtime import build_reporter, build_runc; \
+		print(build_runc()); print(build_reporter())"
 
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)

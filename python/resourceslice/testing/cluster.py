@@ -90,12 +90,20 @@ def module_files(release: str, src: Path | None = None) -> tuple[str, str]:
 
 
 def _source_key(
-    src: Path, go: str, gomod: str, gosum: str, tags: Sequence[str], package: str = "."
+    src: Path,
+    go: str,
+    gomod: str,
+    gosum: str,
+    tags: Sequence[str],
+    package: str = ".",
+    cgo: bool | None = None,
 ) -> str:
     """Content hash of what the binary is built from: sources, pins, build tags and the Go
     version."""
     digest = hashlib.sha256()
-    if package != ".":  # another main package of the module: its own files too
+    if _is_import_path(package):  # a required module's main package: go.mod pins it
+        digest.update(b"package\0" + package.encode() + b"\0")
+    elif package != ".":  # another main package of the module: its own files too
         for path in sorted((src / package).glob("*.go")):
             digest.update(f"{package}/{path.name}".encode() + b"\0" + path.read_bytes() + b"\0")
     # Hashed under their default names, so the default release keeps its key; main.go first,
@@ -112,9 +120,16 @@ def _source_key(
             digest.update(label.encode() + b"\0" + path.read_bytes() + b"\0")
     if tags:
         digest.update(b"tags\0" + ",".join(tags).encode() + b"\0")
+    if cgo is not None:  # only when asked: the other programs keep their keys
+        digest.update(b"cgo\0" + (b"1" if cgo else b"0") + b"\0")
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=False)
     digest.update(version.stdout.encode())
     return digest.hexdigest()[:16]
+
+
+def _is_import_path(package: str) -> bool:
+    """``github.com/x/y`` (a host name first), not a directory of the module like ``cmd/x``."""
+    return "." in package.split("/", 1)[0] and package != "."
 
 
 def ask_go_program(binary: Path, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -144,18 +159,23 @@ def build_go_binary(
     gosum: str = "go.sum",
     tags: Sequence[str] = (),
     package: str = ".",
+    cgo: bool | None = None,
     quiet: bool = False,
 ) -> Path:
     """Build the Go module ``src`` (its main package, or the one in the directory ``package``,
     pinned by ``gomod``/``gosum``, with build ``tags``) once per machine, as
     ``~/.cache/resourceslice/<cache_name>-<key>/<binary>``.
 
+    ``package`` may also be the import path of a main package of a module that ``gomod``
+    requires (``github.com/opencontainers/runc``): a program built at the version pinned there.
+    ``cgo`` sets ``CGO_ENABLED`` (``False``: a static binary); ``None`` leaves Go's default.
+
     ``key`` hashes the sources, pins, tags and Go version, so a change rebuilds. One build at a
     time per machine: a second process waits on the lock, then finds the binary. ``what``
     names the binary in messages.
     """
     go = _go()
-    key = _source_key(src, go, gomod, gosum, tags, package)
+    key = _source_key(src, go, gomod, gosum, tags, package, cgo)
     target = cache_dir() / f"{cache_name}-{key}" / binary
     if target.is_file():
         return target
@@ -176,10 +196,12 @@ def build_go_binary(
                 flush=True,
             )
         env = dict(os.environ, GOFLAGS="-mod=mod")
+        if cgo is not None:
+            env["CGO_ENABLED"] = "1" if cgo else "0"
         tmp = target.with_suffix(".tmp")
         started = time.monotonic()
         tag_args = [f"-tags={','.join(tags)}"] if tags else []
-        main = "." if package == "." else f"./{package}"
+        main = package if package == "." or _is_import_path(package) else f"./{package}"
         result = subprocess.run(
             [go, "build", f"-modfile={gomod}", *tag_args, "-o", str(tmp), main],
             cwd=src,

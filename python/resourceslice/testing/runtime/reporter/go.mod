@@ -1,0 +1,3 @@
+module resourceslice/runtime/reporter
+
+go 1.26.0
