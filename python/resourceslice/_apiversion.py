@@ -435,7 +435,8 @@ class _ConvertedResponse:
 
     A list is converted whole (v1beta1 lists exist only on clusters before 1.34, which the
     chunked decoding's memory bound was not made for); a watch line by line as it arrives.
-    ``release_conn``, ``close``, ``shutdown`` (the informer's stop) go to the response.
+    ``isclosed``, ``release_conn``, ``close``, ``shutdown`` (the informer's stop) go to the
+    response.
     """
 
     def __init__(self, response: Any, version: SliceVersion, watch: bool) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, request, retry_after, stream_lines
+from resourceslice._http import REQUEST_TIMEOUT, release, request, retry_after, stream_lines
 from resourceslice.informer import _SHORT_WATCH, _WATCH_SECONDS, Backoff, _abort
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class ClaimWatch:
         finally:
             with self._response_lock:
                 self._response = None
-            response.release_conn()
+            release(response)
         return version, worked or time.monotonic() - started >= _SHORT_WATCH
 
     def _apply(self, event: dict[str, Any], version: str) -> str:

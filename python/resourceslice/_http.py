@@ -105,7 +105,7 @@ def request(
     ``content_type``: the body's (a patch has its own: ``application/apply-patch+yaml``).
 
     With ``stream`` the body is left unread, to be read in chunks (a watch); hand the
-    connection back with ``release_conn()``. Otherwise the body is in ``.data``.
+    connection back with :func:`release`. Otherwise the body is in ``.data``.
     ``timeout``: (connect, read) seconds, by default :data:`REQUEST_TIMEOUT`. ``deadline``
     (``time.monotonic()``): the request's last byte leaves by then or it is not sent (but see
     :data:`_DIRECT_PHASES`), and it is over by then (a leader's write must be, by the end of
@@ -199,7 +199,7 @@ class SliceLister:
         timeout_seconds: int | None = None,
         timeout: tuple[float, float] | None = None,
     ) -> Any:
-        """The streamed response (read it, then ``release_conn()``), or ApiException."""
+        """The streamed response (read it, then :func:`release` it), or ApiException."""
         query = [("fieldSelector", field_selector)]
         if watch:
             query.append(("watch", "true"))
@@ -227,13 +227,18 @@ def stream_lines(response: Any) -> Iterator[bytes]:
         del pending[:start]
 
 
-def read_body(response: Any) -> bytes:
-    """All of a streamed response, and its connection back to the pool."""
-    try:
-        data: bytes = response.read()
-    finally:
-        response.release_conn()
-    return data
+def release(response: Any) -> None:
+    """Done with a streamed response: its connection back to the pool when the body was read
+    to its end, else closed.
+
+    urllib3's ``release_conn()`` pools a connection as it is. One whose watch the server is
+    still sending (a watch left early: stopped, or an event that could not be applied) would
+    carry the client's next request behind that stream: the server reads it only when the
+    watch ends, minutes later, and the request fails (ResponseNotReady) or times out.
+    """
+    if not response.isclosed():
+        response.close()
+    response.release_conn()
 
 
 def send_json(

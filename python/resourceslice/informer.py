@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._http import REQUEST_TIMEOUT, SliceLister, retry_after, stream_lines
+from resourceslice._http import REQUEST_TIMEOUT, SliceLister, release, retry_after, stream_lines
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
@@ -279,7 +279,7 @@ class SliceInformer:
             # Decoded as it arrives: the whole response and its records are never held at once.
             resource_version, records = core.decode_list_chunks(response.stream(1 << 16))
         finally:
-            response.release_conn()
+            release(response)
         wanted = [r for r in records if self._wanted(r)]
         log.info("listed %d ResourceSlices (%s)", len(wanted), self._selector)
         for old, new in self._store.replace(wanted):
@@ -317,7 +317,7 @@ class SliceInformer:
                 self._watch_worked = True
             with self._response_lock:
                 self._response = None
-            response.release_conn()
+            release(response)
 
     def _apply(self, line: bytes, resource_version: str) -> str:
         kind, record, version = core.decode_watch_event(line)

@@ -58,6 +58,7 @@ class FakeResponse:
         self.chunks = chunks
         self.then = then
         self.aborted = threading.Event()
+        self.ended = False
 
     def read(self) -> bytes:
         return b"".join(self.chunks)
@@ -68,6 +69,10 @@ class FakeResponse:
             raise self.then
         if self.then == "block":
             self.aborted.wait(30)
+        self.ended = True
+
+    def isclosed(self) -> bool:
+        return self.ended or self.aborted.is_set()
 
     def release_conn(self) -> None:
         pass

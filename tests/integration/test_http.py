@@ -16,7 +16,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from resourceslice import _http
+from resourceslice import _claimwatch, _http
+from resourceslice._claimwatch import ClaimWatch
+from resourceslice.informer import SliceInformer, field_selector
+from resourceslice.store import SliceStore
 from resourceslice.testing import TestCluster, wait_until
 
 pytestmark = pytest.mark.integration
@@ -213,3 +216,98 @@ def test_each_phase_of_a_request_gets_a_share_of_the_time_left(
     [timeout] = timeouts
     assert 3.5 < timeout.total <= 4.0
     assert timeout.connect_timeout == pytest.approx(timeout.total / 4)
+
+
+def answers_a_write_at_once(api_client: kubernetes.client.ApiClient) -> None:
+    """A write (sent once, never retried) on ``api_client`` is answered within seconds: no
+    pooled connection carries it behind a watch the server is still sending."""
+    name = f"after-watch-{time.monotonic_ns()}"
+    path = f"{NAMESPACES}/default/configmaps"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+    _http.request(api_client, "POST", path, body=json.dumps(body).encode(), timeout=(5.0, 10.0))
+    _http.request(api_client, "DELETE", f"{path}/{name}", timeout=(5.0, 10.0))
+
+
+def test_a_watch_given_back_before_its_end_does_not_carry_the_next_request(
+    client: _http.ClosingApiClient,
+) -> None:
+    """A watch left while the server still streams it (stopped before its first event):
+    pooled as it was, the next request on its connection would wait for the watch's end
+    (ResponseNotReady, or the read timeout)."""
+    version = json.loads(_http.get_json(client, NAMESPACES))["metadata"]["resourceVersion"]
+    query = [("watch", "true"), ("resourceVersion", version), ("timeoutSeconds", "300")]
+    response = _http.request(client, "GET", NAMESPACES, query=query, stream=True)
+    _http.release(response)
+    answers_a_write_at_once(client)
+
+
+def test_a_watch_read_to_its_end_goes_back_to_the_pool(client: _http.ClosingApiClient) -> None:
+    query = [("watch", "true"), ("timeoutSeconds", "1")]
+    response = _http.request(client, "GET", NAMESPACES, query=query, stream=True)
+    assert list(_http.stream_lines(response))
+    pool = client.rest_client.pool_manager.connection_from_url(client.configuration.host)
+    _http.release(response)
+    answers_a_write_at_once(client)
+    assert pool.num_connections == 1  # the watch's connection, used again
+
+
+class _StoppedOnArrival:
+    """The lister of ``api_client``, whose watch responses arrive just after the informer's
+    stop() ran: stop() found no response to shut down."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
+        self._lister = _http.SliceLister(api_client)
+        self.informer: SliceInformer | None = None
+
+    def list_resource_slice(self, **options: Any) -> Any:
+        response = self._lister.list_resource_slice(**options)
+        if options.get("watch") and self.informer is not None:
+            self.informer.stop()
+        return response
+
+
+def test_an_informer_stopped_as_its_watch_arrives_leaves_no_watch_in_the_pool(
+    client: _http.ClosingApiClient,
+) -> None:
+    errors: list[BaseException] = []
+    api = _StoppedOnArrival(client)
+    informer = SliceInformer(
+        client,
+        driver="stopped.example.com",
+        selector=field_selector("stopped.example.com", None, True),
+        store=SliceStore(),
+        on_change=lambda old, new: None,
+        on_error=lambda exc, what: errors.append(exc),
+        api=api,
+    )
+    api.informer = informer
+    informer.start()
+    wait_until(lambda: not informer.alive, 30, describe=lambda: "the informer still runs")
+    answers_a_write_at_once(client)
+    assert errors == []
+
+
+def test_a_claim_watch_stopped_as_its_watch_arrives_leaves_no_watch_in_the_pool(
+    client: _http.ClosingApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    errors: list[BaseException] = []
+    watch = ClaimWatch(
+        client,
+        replaced=lambda claims: None,
+        changed=lambda claim: None,
+        deleted=lambda claim: None,
+        on_error=lambda exc, what: errors.append(exc),
+    )
+    send = _http.request  # what _claimwatch sends with
+
+    def stopped_on_arrival(*args: Any, **kwargs: Any) -> Any:
+        response = send(*args, **kwargs)
+        if ("watch", "true") in kwargs.get("query", ()):
+            watch.stop()
+        return response
+
+    monkeypatch.setattr(_claimwatch, "request", stopped_on_arrival)
+    watch.start()
+    wait_until(lambda: not watch.alive, 30, describe=lambda: "the claim watch still runs")
+    answers_a_write_at_once(client)
+    assert errors == []
