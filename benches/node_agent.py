@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import kubelet_driver
-from resourceslice._http import kubeconfig_client
+from resourceslice._kubeclient import kubeconfig_client
 
 
 def main() -> None:
