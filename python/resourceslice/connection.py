@@ -251,6 +251,11 @@ def connect(
 
     paths = kubeconfig_paths(kubeconfig)
     if paths is None:
+        if "KUBERNETES_SERVICE_HOST" not in os.environ:
+            raise ConfigError(
+                "no kubeconfig: set KUBECONFIG, create ~/.kube/config, or run in a Pod "
+                "(in-cluster config)"
+            )
         return Connection.in_cluster()
     try:
         return Connection.from_kubeconfig(paths, context)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,16 @@ def device(i: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+def library_client(cluster: TestCluster, user: str) -> Any:
+    """The client a test hands to the library: a ``kubernetes`` ApiClient, or with
+    ``RESOURCESLICE_TEST_CLIENT=connection`` (a pass of ``make test``) the library's own
+    Connection, so that the same tests run on both. What a test inspects or edits the
+    cluster with stays an ApiClient."""
+    if os.environ.get("RESOURCESLICE_TEST_CLIENT") == "connection":
+        return cluster.connection(user)
+    return cluster.api_client(user)
+
+
 class ControllerEnv:
     def __init__(self, cluster: TestCluster, driver: str, user: str = "admin") -> None:
         self.cluster = cluster
@@ -40,13 +51,13 @@ class ControllerEnv:
         # Inspection and external edits go through a client of their own: not counted.
         self.admin = cluster.api_client("admin")
         self.api = kubernetes.client.ResourceV1Api(self.admin)
-        self._clients: list[kubernetes.client.ApiClient] = [self.admin]
+        self._clients: list[Any] = [self.admin]
         self._controllers: list[rs.Controller] = []
         self.counter = self.new_counter()
 
     def new_counter(self) -> RequestCounter:
         """A fresh counted client for the next controller (``self.counter`` follows it)."""
-        client = self.cluster.api_client(self.user)
+        client = library_client(self.cluster, self.user)
         self._clients.append(client)
         self.counter = RequestCounter(client)
         self.client = client  # what the next controller talks through

@@ -74,7 +74,7 @@ class AfterWrite:
                     )
             return response
 
-        pool_manager.request = request
+        pool.request = request
 
     def _follow(self, response: Any) -> None:
         stream = response.stream

@@ -75,7 +75,7 @@ class ExecPlugin:
         self.kubeconfig.write_text(yaml.safe_dump(config))
 
     def client(self) -> _kubeclient.ClosingApiClient:
-        return _http.kubeconfig_client(str(self.kubeconfig))
+        return _kubeclient.kubeconfig_client(str(self.kubeconfig))
 
     def slow(self, seconds: float) -> None:
         """Each run of the plugin from now on takes ``seconds`` (0: none)."""

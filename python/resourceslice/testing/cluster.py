@@ -313,15 +313,7 @@ class TestCluster:
         raise KeyError(user)
 
     def api_client(self, user: str = "admin") -> ClosingApiClient:
-        """A new client authenticated as ``user``; ``close()`` closes its connections.
-
-        With ``RESOURCESLICE_TEST_CLIENT=connection`` in the environment, a
-        :class:`~resourceslice.Connection` instead: the same tests then run on the library's
-        own connection (``make test`` runs the controller's, leader election's and the kubelet
-        plugin's that way too).
-        """
-        if os.environ.get("RESOURCESLICE_TEST_CLIENT") == "connection":
-            return self.connection(user)  # type: ignore[return-value]
+        """A new client authenticated as ``user``; ``close()`` closes its connections."""
         return kubeconfig_client(str(self.kubeconfigs[user]))
 
     def connection(self, user: str = "admin") -> Connection:
