@@ -42,6 +42,34 @@ def library_client(cluster: TestCluster, user: str) -> Any:
     return cluster.api_client(user)
 
 
+_twins: list[rs.Connection] = []
+
+
+def library_twin(api_client: Any) -> Any:
+    """What the library gets where a test made an ApiClient: the client itself, or with
+    ``RESOURCESLICE_TEST_CLIENT=connection`` a Connection to the same host, as the same
+    user, trusting the same CA (closed by :func:`close_twins`)."""
+    if os.environ.get("RESOURCESLICE_TEST_CLIENT") != "connection":
+        return api_client
+    configuration = api_client.configuration
+    bearer = configuration.auth_settings()["BearerToken"]["value"]
+    twin = rs.Connection(
+        configuration.host, token=bearer.split()[-1], ca_file=configuration.ssl_ca_cert
+    )
+    _twins.append(twin)
+    return twin
+
+
+@pytest.fixture(autouse=True)
+def close_twins() -> Iterator[None]:
+    """Closes the connections :func:`library_twin` made for a test."""
+    try:
+        yield
+    finally:
+        while _twins:
+            _twins.pop().close()
+
+
 class ControllerEnv:
     def __init__(self, cluster: TestCluster, driver: str, user: str = "admin") -> None:
         self.cluster = cluster
