@@ -127,6 +127,8 @@ class Connection:
     rotate. A file that cannot be read then keeps the token in use. ``ca_file`` or
     ``ca_data`` (PEM): whom to trust, else the system's CAs. ``cert_file``/``key_file`` or
     ``cert_data``/``key_data``: a client certificate. ``insecure``: no server verification.
+    ``pool_size``: connections kept for reuse (default: the ``kubernetes`` client's, five a
+    CPU).
     """
 
     def __init__(
@@ -142,7 +144,7 @@ class Connection:
         cert_data: str | None = None,
         key_data: str | None = None,
         insecure: bool = False,
-        pool_size: int = 10,
+        pool_size: int | None = None,
         token_period: float = TOKEN_FILE_PERIOD,
     ) -> None:
         self.host = host.rstrip("/")
@@ -153,7 +155,9 @@ class Connection:
         self._token_lock = threading.Lock()
         context = _ssl_context(ca_file, ca_data, insecure)
         _load_client_cert(context, cert_file, key_file, cert_data, key_data)
-        self.pool_manager = urllib3.PoolManager(num_pools=4, maxsize=pool_size, ssl_context=context)
+        # The kubernetes client's size: connections beyond it are not kept for reuse.
+        size = pool_size or (os.cpu_count() or 1) * 5
+        self.pool_manager = urllib3.PoolManager(num_pools=4, maxsize=size, ssl_context=context)
         self.default_headers = {"User-Agent": _user_agent()}
         if self._token_file is not None:
             self._read_token(initial=True)
@@ -268,16 +272,14 @@ def connect(
 def _ssl_context(
     ca_file: str | os.PathLike[str] | None, ca_data: str | None, insecure: bool
 ) -> ssl.SSLContext:
-    context = ssl.create_default_context()
     if insecure:
+        context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         return context
-    if ca_file is not None or ca_data is not None:
-        context = ssl.create_default_context(
-            cafile=None if ca_file is None else os.fspath(ca_file), cadata=ca_data
-        )
-    return context
+    # Neither given: the system's CAs.
+    cafile = None if ca_file is None else os.fspath(ca_file)
+    return ssl.create_default_context(cafile=cafile, cadata=ca_data)
 
 
 def _load_client_cert(
