@@ -104,14 +104,23 @@ test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-m
 		'kubernetes', kubernetes.__version__)"
 	$(OLDEST_PY) -m pytest $(OLDEST_TESTS)
 
+# The tests that run a second time with the library on its own Connection instead of a
+# kubernetes ApiClient (RESOURCESLICE_TEST_CLIENT; tests/integration/controller_env.py): the
+# controller, leader election and shards, the kubelet plugin.
+CONNECTION_TESTS = tests/integration/test_controller.py tests/integration/test_controller_races.py \
+	tests/integration/test_leaderelection.py tests/integration/test_sharding.py \
+	tests/kubeletplugin/test_kubelet.py tests/kubeletplugin/test_checkpoint.py \
+	tests/kubeletplugin/test_example.py
+
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
-# server with the newest Python and dependencies, every bench once (small), then the suite
-# again on the oldest.
+# server with the newest Python and dependencies (and CONNECTION_TESTS again on the
+# library's own connection), every bench once (small), then the suite again on the oldest.
 test: lint server kubelet-harness dra-cluster device-attrs helm device-metadata runtime wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
 	RESOURCESLICE_WHEEL="$$(ls $(abspath $(WHEEL_DIR))/*.whl)" $(PY) -m pytest
+	RESOURCESLICE_TEST_CLIENT=connection $(PY) -m pytest -p no:cacheprovider $(CONNECTION_TESTS)
 	$(MAKE) --no-print-directory bench-check
 	$(MAKE) --no-print-directory test-oldest
 

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import resourceslice as rs
-from resourceslice._http import kubeconfig_client
+from resourceslice._kubeclient import kubeconfig_client
 from resourceslice.testing.counting import RequestCounter
 
 TAINT = {"key": "link", "value": "down", "effect": "NoSchedule"}

@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import kubelet_driver
-from resourceslice._http import kubeconfig_client
+import resourceslice as rs
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--cdi", required=True)
     parser.add_argument("--devices", type=int, required=True)
     args = parser.parse_args()
-    client = kubeconfig_client(args.kubeconfig)
+    client = rs.connect(args.kubeconfig)
     helper = kubelet_driver.run(
         client,
         args.node,

@@ -30,7 +30,8 @@ import resourceslice as rs
 from benchsize import sized
 from resourceslice import kubeletplugin
 from resourceslice._claimwatch import ClaimWatch
-from resourceslice._http import ClosingApiClient, request
+from resourceslice._http import request
+from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.informer import _abort
 from resourceslice.testing import DRACluster, running_dra_cluster, wait_until
 

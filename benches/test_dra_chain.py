@@ -25,7 +25,7 @@ import pytest
 from benchsize import sized
 from e2e.chain import load_example
 from resourceslice import kubeletplugin
-from resourceslice._http import ClosingApiClient
+from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing import DRACluster, running_dra_cluster
 from resourceslice.testing._jsonlines import JsonLinesProcess
 from resourceslice.testing.cluster import build_go_binary

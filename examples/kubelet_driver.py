@@ -20,9 +20,10 @@ import logging
 import os
 import signal
 import threading
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import kubernetes
+if TYPE_CHECKING:
+    import kubernetes
 
 import resourceslice as rs
 from resourceslice import kubeletplugin
@@ -103,7 +104,7 @@ class DemoDriver:
                 conditions=[{"type": "Ready", "status": "True", "reason": "Prepared"}],
                 data={"env": env},
             )  # fmt: skip
-        except (rs.ResourceSliceError, kubernetes.client.ApiException) as exc:
+        except (rs.ResourceSliceError, rs.ApiError) as exc:
             log.warning("status of %s/%s not written: %s", device.pool, device.name, exc)
 
     def unprepare_resource_claims(
@@ -115,7 +116,7 @@ class DemoDriver:
 
 
 def run(
-    api_client: kubernetes.client.ApiClient,
+    api_client: rs.Connection | kubernetes.client.ApiClient,
     node_name: str,
     *,
     pod_uid: str | None = None,
@@ -144,8 +145,9 @@ def run(
 
 
 def main() -> None:
-    kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
-    client = kubernetes.client.ApiClient()
+    # The Pod's service account, with the library's own connection: the node agent never
+    # loads the kubernetes package (see docs/operations.md, "What a node agent costs").
+    client = rs.Connection.in_cluster()
     # The chart's DaemonSet sets these (kubelet's directories as mounted, which are the
     # host's: kubelet dials the socket path the plugin registers); else kubelet's defaults.
     env = os.environ

@@ -37,6 +37,7 @@ from resourceslice.claimstatus import (
     DeviceStatusDroppedError,
     DeviceStatusWriter,
 )
+from resourceslice.connection import ApiError, ConfigError, Connection, connect
 from resourceslice.controller import (
     Controller,
     ControllerOptions,
@@ -84,6 +85,7 @@ except PackageNotFoundError:  # python/ on the path without an installation
     __version__ = "0+unknown"
 
 __all__ = [
+    "ApiError",
     "AttachCallback",
     "BindingController",
     "BindingDevice",
@@ -91,7 +93,9 @@ __all__ = [
     "BindingStats",
     "CapacityRequestPolicy",
     "CapacityRequestPolicyRange",
+    "ConfigError",
     "ConflictingWriterError",
+    "Connection",
     "Controller",
     "ControllerOptions",
     "ControllerStoppedError",
@@ -137,6 +141,7 @@ __all__ = [
     "Stats",
     "TaintEffect",
     "ValidationError",
+    "connect",
     "core_backend",
     "load_resources",
     "plan",

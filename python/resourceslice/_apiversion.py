@@ -29,10 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from resourceslice._http import (
     SliceLister,
@@ -42,6 +39,10 @@ from resourceslice._http import (
     send_json,
 )
 from resourceslice.api import RequestDeadlineError, ResourceSliceError, ValidationError
+from resourceslice.connection import ApiError
+
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +263,7 @@ class ResourceSliceAPI:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         write_budget: Callable[[], float | None] | None = None,
         write_ended: Callable[[bool], None] | None = None,
     ) -> None:
@@ -299,7 +300,7 @@ class ResourceSliceAPI:
         deadline = None if total is None else time.monotonic() + total
         try:
             group = self._get(f"/apis/{GROUP}", total)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:  # the whole group is off
                 raise NoResourceAPIError([]) from exc
             raise
@@ -324,7 +325,7 @@ class ResourceSliceAPI:
     def _call(self, version: SliceVersion, request: Callable[[], _T]) -> _T:
         try:
             return request()
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 self.forget(version)
             raise
@@ -340,7 +341,7 @@ class ResourceSliceAPI:
             data = self._call(version, lambda: send(deadline))
             answered = True
             return data
-        except (ApiException, RequestDeadlineError):
+        except (ApiError, RequestDeadlineError):
             # Answered, or not sent because the deadline passed first: either way nothing of
             # it can land later, so the leader may hand its Lease over.
             answered = True
@@ -371,14 +372,14 @@ class ResourceSliceAPI:
         return v.object_to_v1(data)
 
     def get(self, name: str) -> bytes:
-        """GET one slice; the stored object as v1 (ApiException 404 when there is none)."""
+        """GET one slice; the stored object as v1 (ApiError 404 when there is none)."""
         v = self.current()
         data = self._call(v, lambda: get_json(self._client, f"{v.path}/{name}"))
         return v.object_to_v1(data)
 
     def delete(self, name: str, uid: str, resource_version: str) -> bytes:
         """DELETE with preconditions; the object as v1 as the server answered (a finalizer
-        keeps it, with ``deletionTimestamp`` set); ApiException as the server answered (404
+        keeps it, with ``deletionTimestamp`` set); ApiError as the server answered (404
         included)."""
         v = self.current()
         options = delete_options(uid, resource_version)

@@ -15,13 +15,14 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
-
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
+from typing import TYPE_CHECKING, Any
 
 from resourceslice._http import REQUEST_TIMEOUT, release, request, retry_after, stream_lines
+from resourceslice.connection import ApiError
 from resourceslice.informer import _SHORT_WATCH, _WATCH_SECONDS, Backoff, _abort
+
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class ClaimWatch:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         *,
         replaced: Callable[[list[Claim]], None],
         changed: Callable[[Claim], None],
@@ -108,7 +109,7 @@ class ClaimWatch:
                 version = None
                 self._backoff.reset()
                 continue
-            except ApiException as exc:
+            except ApiError as exc:
                 if self._stopping.is_set():
                     break
                 if exc.status == 410:

@@ -1,6 +1,8 @@
-"""Raw-bytes requests through a ``kubernetes`` ApiClient, the same on every client release.
+"""Raw-bytes requests through a :class:`~resourceslice.connection.Connection` or a
+``kubernetes`` ApiClient, the same on every client release.
 
-Every request of the package goes through :func:`request`. The generated API methods are
+Every request of the package goes through :func:`request`. Of an ApiClient, the generated
+API methods are
 not used: each release of the client's code generator behaves differently around them (the
 37 client has ``param_serialize``, older ones do not; ``_preload_content=False`` returns
 different objects; older ones raise ``ApiException`` through urllib3's deprecated
@@ -16,14 +18,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.client.exceptions import ApiException
 
 from resourceslice.api import RequestDeadlineError
+from resourceslice.connection import ApiError, Connection, api_error
+
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
 
 #: (connect, read) seconds: a hung apiserver must not stall a worker forever.
 REQUEST_TIMEOUT = (10.0, 60.0)
@@ -55,40 +59,8 @@ def delete_options(uid: str, resource_version: str) -> bytes:
     ).encode()
 
 
-class ClosingApiClient(ApiClient):
-    """An ApiClient whose ``close()`` also closes its connections.
-
-    Clients before 37 close only their thread pool, and keep the last response of a
-    generated method in ``last_response`` (with its connection, when it was not read): they
-    leave those sockets to the garbage collector, a ResourceWarning each. The clients this
-    package makes close them.
-    """
-
-    def close(self) -> None:
-        super().close()  # type: ignore[no-untyped-call]
-        last = self.__dict__.pop("last_response", None)
-        response = getattr(last, "urllib3_response", last)  # 34-36 wrap it in a RESTResponse
-        if response is not None:
-            response.close()
-        self.rest_client.pool_manager.clear()
-
-
-def kubeconfig_client(config_file: str, context: str | None = None) -> ClosingApiClient:
-    """A client of the kubeconfig ``config_file`` (``:``-separated files are merged)."""
-    import kubernetes.config
-
-    configuration = Configuration()
-    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
-        config_file=config_file,
-        context=context,
-        client_configuration=configuration,
-        persist_config=False,
-    )
-    return ClosingApiClient(configuration)
-
-
 def request(
-    api_client: ApiClient,
+    api_client: Client,
     method: str,
     path: str,
     *,
@@ -100,7 +72,7 @@ def request(
     deadline: float | None = None,
     content_type: str = "application/json",
 ) -> Any:
-    """``method`` ``path``; the urllib3 response, or ApiException if the status is not 2xx.
+    """``method`` ``path``; the urllib3 response, or ApiError if the status is not 2xx.
 
     ``content_type``: the body's (a patch has its own: ``application/apply-patch+yaml``).
 
@@ -124,12 +96,46 @@ def request(
     if total is not None:
         by = time.monotonic() + total
         deadline = by if deadline is None else min(deadline, by)
-    configuration = api_client.configuration
     params = list(query)
-    headers = dict(api_client.default_headers)
+    if isinstance(api_client, Connection):
+        host, headers = api_client.host, api_client.headers()
+    else:
+        host, headers = _client_parts(api_client, params)
+    pool = pool_manager(api_client)
     headers["Accept"] = "application/json"
     if body is not None:
         headers["Content-Type"] = content_type
+    url = host + path
+    if params:
+        url += "?" + urlencode(params)
+    response: Any = pool.request(
+        method,
+        url,
+        body=body,
+        headers=headers,
+        timeout=_timeout(pool, timeout, deadline, f"{method} {path}"),
+        preload_content=not stream,
+        # None: the client's own (configuration.retries, else urllib3's default).
+        retries=None if method == "GET" and deadline is None else False,
+    )
+    if not 200 <= response.status <= 299:
+        if response.status == 401 and isinstance(api_client, Connection):
+            api_client.token_refused()
+        raise _api_error(response)
+    return response
+
+
+def pool_manager(api_client: Client) -> Any:
+    """The urllib3 pool manager that every request of ``api_client`` goes through."""
+    if isinstance(api_client, Connection):
+        return api_client.pool_manager
+    return api_client.rest_client.pool_manager
+
+
+def _client_parts(api_client: Any, params: list[tuple[str, str]]) -> tuple[str, dict[str, str]]:
+    """An ApiClient's host and headers (with its token, which may go to ``params``)."""
+    configuration = api_client.configuration
+    headers = dict(api_client.default_headers)
     if api_client.cookie:
         headers["Cookie"] = api_client.cookie
     # May run a kubeconfig exec plugin (the client gives it no timeout): before the time
@@ -140,23 +146,7 @@ def request(
             params.append((auth["key"], auth["value"]))
         else:
             headers[auth["key"]] = auth["value"]
-    url = configuration.host + path
-    if params:
-        url += "?" + urlencode(params)
-    pool_manager = api_client.rest_client.pool_manager
-    response: Any = pool_manager.request(
-        method,
-        url,
-        body=body,
-        headers=headers,
-        timeout=_timeout(pool_manager, timeout, deadline, f"{method} {path}"),
-        preload_content=not stream,
-        # None: the client's own (configuration.retries, else urllib3's default).
-        retries=None if method == "GET" and deadline is None else False,
-    )
-    if not 200 <= response.status <= 299:
-        raise _api_exception(response)
-    return response
+    return configuration.host, headers
 
 
 def _timeout(
@@ -185,7 +175,7 @@ class SliceLister:
     The keywords are those of the generated ``ResourceV1Api.list_resource_slice``.
     """
 
-    def __init__(self, api_client: ApiClient, path: str = SLICES_PATH) -> None:
+    def __init__(self, api_client: Client, path: str = SLICES_PATH) -> None:
         self._client = api_client
         self._path = path
 
@@ -199,7 +189,7 @@ class SliceLister:
         timeout_seconds: int | None = None,
         timeout: tuple[float, float] | None = None,
     ) -> Any:
-        """The streamed response (read it, then :func:`release` it), or ApiException."""
+        """The streamed response (read it, then :func:`release` it), or ApiError."""
         query = [("fieldSelector", field_selector)]
         if watch:
             query.append(("watch", "true"))
@@ -242,9 +232,9 @@ def release(response: Any) -> None:
 
 
 def send_json(
-    api_client: ApiClient, method: str, path: str, body: bytes, deadline: float | None = None
+    api_client: Client, method: str, path: str, body: bytes, deadline: float | None = None
 ) -> bytes:
-    """``method`` ``path`` with JSON ``body``; the response body, or ApiException if not 2xx.
+    """``method`` ``path`` with JSON ``body``; the response body, or ApiError if not 2xx.
 
     ``deadline`` (``time.monotonic()``): see :func:`request`.
     """
@@ -252,33 +242,30 @@ def send_json(
     return data
 
 
-def get_json(api_client: ApiClient, path: str, query: Sequence[tuple[str, str]] = ()) -> bytes:
-    """GET ``path``; the response body, or ApiException if not 2xx."""
+def get_json(api_client: Client, path: str, query: Sequence[tuple[str, str]] = ()) -> bytes:
+    """GET ``path``; the response body, or ApiError if not 2xx."""
     data: bytes = request(api_client, "GET", path, query=query).data
     return data
 
 
-def node_uid(api_client: ApiClient, name: str) -> str:
-    """The uid of Node ``name`` (ApiException 404 if there is none): the ownerReference of a
+def node_uid(api_client: Client, name: str) -> str:
+    """The uid of Node ``name`` (ApiError 404 if there is none): the ownerReference of a
     Node owner's slices must name it."""
     node = json.loads(get_json(api_client, f"/api/v1/nodes/{quote(name, safe='')}"))
     return str(node["metadata"]["uid"])
 
 
-def _api_exception(response: Any) -> ApiException:
-    """The client's exception for a failed response, built the same way on every release.
-
-    ``body`` is text and ``headers`` a mapping, as the newest client fills them; the body is
-    read and the connection returned to the pool.
-    """
+def _api_error(response: Any) -> ApiError:
+    """The error of a failed response (also the client's ApiException when ``kubernetes`` is
+    loaded), built the same way on every release: ``body`` as text and ``headers`` a
+    mapping, as the newest client fills them; the body is read and the connection returned
+    to the pool."""
     try:
         data = response.data or b""
     finally:
         response.release_conn()
-    exc = ApiException(status=response.status, reason=response.reason)
-    exc.body = data.decode("utf-8", "replace") if data else None
-    exc.headers = response.headers
-    return exc
+    body = data.decode("utf-8", "replace") if data else None
+    return api_error(response.status, response.reason, body, response.headers)
 
 
 def retry_after(exc: BaseException) -> float:
@@ -286,7 +273,7 @@ def retry_after(exc: BaseException) -> float:
 
     Capped, so a bogus header cannot park a pool for hours.
     """
-    if not isinstance(exc, ApiException) or exc.status not in (429, 503) or not exc.headers:
+    if not isinstance(exc, ApiError) or exc.status not in (429, 503) or not exc.headers:
         return 0.0
     try:
         seconds = float(exc.headers.get("Retry-After", 0))

@@ -30,9 +30,9 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, S
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from resourceslice._kubeconfig import default_api_client, kubeconfig_paths
 from resourceslice.api import DriverResources, Stats
 from resourceslice.claimstatus import DeviceStatusWriter
+from resourceslice.connection import Connection, connect
 from resourceslice.controller import (
     Controller,
     ControllerOptions,
@@ -47,11 +47,11 @@ from resourceslice.leaderelection import LeaderElection
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from kubernetes.client import ApiClient
     from typing_extensions import Unpack
 
-    from resourceslice._http import ClosingApiClient
+    from resourceslice._kubeclient import ClosingApiClient
     from resourceslice.claimstatus import Claim, DeviceCondition, NetworkDeviceData
+    from resourceslice.connection import Client
     from resourceslice.types import Device, KubernetesModel
 
 __all__ = [
@@ -85,7 +85,7 @@ class AsyncController:
     def __init__(
         self,
         controller: Controller,
-        own_client: ClosingApiClient | None,
+        own_client: Connection | ClosingApiClient | None,
         handler: _HandlerOnLoop | None = None,
     ) -> None:
         self._controller = controller
@@ -189,9 +189,9 @@ class StartingController:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         options: AsyncControllerOptions,
-        own_client: ClosingApiClient | None,
+        own_client: Connection | ClosingApiClient | None,
     ) -> None:
         self._api_client = api_client
         self._options = options
@@ -280,7 +280,7 @@ class _HandlerOnLoop:
 
 
 def start_controller(
-    api_client: ApiClient | None = None,
+    api_client: Client | None = None,
     *,
     kubeconfig: str | None = None,
     context: str | None = None,
@@ -292,14 +292,15 @@ def start_controller(
     ``ctrl = await start_controller(...)``, or ``async with start_controller(...) as ctrl``
     (stopped on exit). ``api_client`` None: a client of ``kubeconfig`` (kubectl's order when
     None, then the in-cluster config) and ``context``, closed when the controller stops;
-    the kubeconfig is read here, so a missing one raises at once (the client's
-    ConfigException). ``error_handler`` may be a coroutine function: it is awaited on the
-    loop that awaits the start, one error after the other; a plain function runs in the
-    controller's thread that met the error, as with the blocking controller.
+    the kubeconfig is read here, so a missing one raises
+    :class:`~resourceslice.connection.ConfigError` at once. ``error_handler`` may be a
+    coroutine function: it is awaited on the loop that awaits the start, one error after
+    the other; a plain function runs in the controller's thread that met the error, as
+    with the blocking controller.
     """
     own_client = None
     if api_client is None:
-        api_client = own_client = default_api_client(kubeconfig_paths(kubeconfig), context)
+        api_client = own_client = connect(kubeconfig, context)
     elif kubeconfig is not None or context is not None:
         raise TypeError("kubeconfig and context are for when no api_client is given")
     return StartingController(api_client, options, own_client)
@@ -341,7 +342,7 @@ class AsyncDeviceStatusWriter:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         *,
         driver: str,
         node_name: str | None = None,

@@ -105,8 +105,8 @@ class Stats:
 class ResourceSliceError(Exception):
     """The base of the errors this library raises or reports: ``except
     resourceslice.ResourceSliceError`` catches each of them (each keeps its own base too:
-    :class:`ValidationError` is a ``ValueError``). Errors of the cluster and the network
-    come as the ``kubernetes`` client and urllib3 raise them."""
+    :class:`ValidationError` is a ``ValueError``). Errors of the cluster come as
+    :class:`~resourceslice.connection.ApiError`, those of the network as urllib3 raises them."""
 
 
 class _PickledByFields:

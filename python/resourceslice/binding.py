@@ -40,8 +40,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
 
-from kubernetes.client.exceptions import ApiException
-
 from resourceslice._bindingclaims import (
     ATTACH_FAILED,
     ATTACHED,
@@ -57,6 +55,7 @@ from resourceslice._bindingclaims import (
 from resourceslice._claimwatch import ClaimWatch
 from resourceslice.api import ResourceSliceError
 from resourceslice.claimstatus import DeviceCondition, DeviceStatusWriter
+from resourceslice.connection import ApiError
 from resourceslice.controller import Controller
 from resourceslice.leaderelection import NotLeaderError
 from resourceslice.workqueue import ExponentialBackoff, WorkQueue
@@ -412,7 +411,7 @@ class BindingController:
                 deadline=deadline,
             )
             answered = True
-        except (ApiException, ResourceSliceError):
+        except (ApiError, ResourceSliceError):
             answered = True  # refused, or not sent: nothing of it can land later
             raise
         finally:

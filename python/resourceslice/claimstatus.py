@@ -41,11 +41,8 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypedDict, Union
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Union
 from urllib.parse import quote
-
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import ResourceSliceAPI, SliceVersion
 from resourceslice._claimstatus_checks import (
@@ -62,6 +59,10 @@ from resourceslice.api import (
     ValidationError,
     _PickledByFields,
 )
+from resourceslice.connection import ApiError
+
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
 
 
 class DeviceCondition(TypedDict, total=False):
@@ -241,7 +242,7 @@ def _timed(
     return out
 
 
-def _conflict(exc: ApiException) -> tuple[list[str], list[str]]:
+def _conflict(exc: ApiError) -> tuple[list[str], list[str]]:
     """The managers and fields a 409 of server-side apply names."""
     try:
         causes = (json.loads(exc.body or "{}").get("details") or {}).get("causes") or []
@@ -270,7 +271,7 @@ class DeviceStatusWriter:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         *,
         driver: str,
         node_name: str | None = None,
@@ -314,11 +315,11 @@ class DeviceStatusWriter:
         A condition without ``lastTransitionTime`` gets the one ``claim`` (a dict) has for
         its type when the status is unchanged, else now: the time the status changed.
         ``claim``'s ``metadata.uid``, when known, must still be the claim's (a claim
-        replaced by one of the same name is not written: ApiException 422).
+        replaced by one of the same name is not written: ApiError 422).
 
         Raises ValidationError (nothing sent) for an entry the apiserver would refuse,
         DeviceStatusConflictError when another manager owns a field of it with another
-        value, DeviceStatusDroppedError when the apiserver did not store it, ApiException
+        value, DeviceStatusDroppedError when the apiserver did not store it, ApiError
         for the rest (404: no such claim; 422: the device is not allocated in the claim).
 
         ``deadline`` (``time.monotonic()``): the write is over by then, or not sent at all
@@ -436,7 +437,7 @@ class DeviceStatusWriter:
                 content_type="application/apply-patch+yaml",
                 deadline=deadline,
             )
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 self._api.forget(version)
             if exc.status == 409:

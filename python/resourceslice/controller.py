@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional, TypedDict
 
-from kubernetes.client import ApiClient
-
 from resourceslice._http import node_uid, retry_after
 from resourceslice._plain import owner_ref, prepare, to_plain_pools
 from resourceslice.api import (
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
 
     from resourceslice import _core as core
     from resourceslice._core import Desired, OwnerRef, Plan, SliceRecord
+    from resourceslice.connection import Client
     from resourceslice.types import Device, KubernetesModel
 else:
     from resourceslice._backend import core
@@ -142,7 +141,7 @@ class Controller:
 
     def __init__(
         self,
-        api_client: ApiClient | None,
+        api_client: Client | None,
         *,
         driver: str,
         owner: Owner | None = None,

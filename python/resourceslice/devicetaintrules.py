@@ -35,9 +35,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Union
 from urllib.parse import quote
 
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-
 from resourceslice._http import delete_options, get_json, node_uid, request, retry_after
 from resourceslice._plain import _plain
 from resourceslice._pycore import canonical
@@ -58,12 +55,14 @@ from resourceslice._pycore.validate import (
     is_pool_name,
 )
 from resourceslice.api import Owner, ResourceSliceError, ValidationError, _PickledByFields
+from resourceslice.connection import ApiError
 from resourceslice.controller import ControllerStoppedError, ErrorHandler
 from resourceslice.workqueue import WorkQueue
 
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from resourceslice.connection import Client
     from resourceslice.types import DeviceTaint, KubernetesModel
 
 __all__ = [
@@ -223,7 +222,7 @@ class _RuleAPI:
     """DeviceTaintRule requests in the newest version the cluster serves them in; found once,
     and again after a 404 (the cluster changed)."""
 
-    def __init__(self, api_client: ApiClient) -> None:
+    def __init__(self, api_client: Client) -> None:
         self._client = api_client
         self._lock = threading.Lock()
         self._version: str | None = None
@@ -251,7 +250,7 @@ class _RuleAPI:
     def _call(self, version: str, send: Any) -> Any:
         try:
             return send()
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 with self._lock:
                     if self._version == version:
@@ -263,7 +262,7 @@ class _RuleAPI:
         version = self.version()
         try:
             data = self._call(version, lambda: get_json(self._client, self._path(version, name)))
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -302,7 +301,7 @@ class _RuleAPI:
                     body=delete_options(uid, resource_version),
                 ),
             )
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status != 404:
                 raise
 
@@ -312,7 +311,7 @@ def _managers(rule: Mapping[str, Any]) -> list[str]:
     return sorted({str(e.get("manager", "")) for e in entries})
 
 
-def _conflict_managers(exc: ApiException) -> list[str]:
+def _conflict_managers(exc: ApiError) -> list[str]:
     """The field managers a server-side apply conflicted with, from its 409's causes."""
     try:
         status = json.loads(exc.body or "{}")
@@ -351,7 +350,7 @@ class DeviceTaintRules:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         *,
         driver: str,
         owner: Owner | None = None,
@@ -519,7 +518,7 @@ class DeviceTaintRules:
         body = {"kind": "DeviceTaintRule", "metadata": metadata, "spec": spec}
         try:
             stored = self._api.apply(body, self._manager, force=False)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status != 409:
                 raise
             # Fields of ours that another manager holds with other values: ours to put back

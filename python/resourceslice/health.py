@@ -15,14 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-
 from resourceslice._apiversion import ResourceSliceAPI
 from resourceslice._errortext import describe_error
+from resourceslice.connection import ApiError
 
 if TYPE_CHECKING:
     from resourceslice._core import Desired
+    from resourceslice.connection import Client
 
 __all__ = ["Health"]
 
@@ -39,7 +38,7 @@ def outcome_of(exc: BaseException | None) -> str:
     ``error`` for 5xx and anything that got no answer (network, timeout)."""
     if exc is None:
         return "success"
-    status = exc.status if isinstance(exc, ApiException) else None
+    status = exc.status if isinstance(exc, ApiError) else None
     if status in _OUTCOMES:
         return _OUTCOMES[status]
     if isinstance(status, int) and 400 <= status < 500:
@@ -192,7 +191,7 @@ class ObservedSliceAPI(ResourceSliceAPI):
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         observer: Observer,
         write_budget: Callable[[], float | None] | None = None,
         write_ended: Callable[[bool], None] | None = None,

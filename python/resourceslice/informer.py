@@ -17,15 +17,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-
 from resourceslice._http import REQUEST_TIMEOUT, SliceLister, release, retry_after, stream_lines
+from resourceslice.connection import ApiError
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
     from resourceslice import _core as core
     from resourceslice._core import SliceRecord
+    from resourceslice.connection import Client
 else:
     from resourceslice._backend import core
 
@@ -88,7 +87,7 @@ class _Gone(Exception):
     """The watch's resourceVersion is too old (410): only a new list can continue."""
 
 
-class _StreamError(ApiException):
+class _StreamError(ApiError):
     """An ERROR event other than 410 inside a watch stream.
 
     The server could not go on from that resourceVersion (e.g. 500 "PrevKv=nil" when a
@@ -113,7 +112,7 @@ def field_selector(driver: str, node_name: str | None, all_pools_of_driver: bool
 class SliceInformer:
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         *,
         driver: str,
         selector: str,
@@ -229,7 +228,7 @@ class SliceInformer:
                 if self._watch_worked:
                     self._backoff.reset()
                     continue  # a list picks up what the watch can no longer deliver
-            except ApiException as exc:
+            except ApiError as exc:
                 self._connected = False
                 if self._stopping.is_set():
                     break

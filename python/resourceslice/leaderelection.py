@@ -37,15 +37,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
 from resourceslice._http import REQUEST_TIMEOUT, request
 from resourceslice.api import RequestDeadlineError, ResourceSliceError
+from resourceslice.connection import ApiError
 from resourceslice.workqueue import Clock, MonotonicClock
+
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
 
 log = logging.getLogger("resourceslice")
 
@@ -175,7 +176,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         config: LeaderElection,
         *,
         on_change: Callable[[bool], None],
@@ -474,7 +475,7 @@ class LeaderElector:
             ours = self._holder() == self.identity
             try:
                 self._store(self._create(self._spec(now, {}, 0), deadline))
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status == 409:  # another candidate created it first
                     return None
                 raise
@@ -491,7 +492,7 @@ class LeaderElector:
         )
         try:
             self._store(self._update(lease, mine, deadline))
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 409:  # another candidate was faster
                 return None
             raise
@@ -592,7 +593,7 @@ class LeaderElector:
             }
             try:
                 self._update(lease, released, deadline)
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status != 409:
                     raise
                 continue
@@ -604,7 +605,7 @@ class LeaderElector:
     def _get(self, deadline: float) -> dict[str, Any] | None:
         try:
             response = self._request("GET", self._path, deadline)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise

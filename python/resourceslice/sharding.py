@@ -45,10 +45,8 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from kubernetes.client import ApiClient
 
 from resourceslice._http import REQUEST_TIMEOUT, request
 from resourceslice.leaderelection import (
@@ -60,6 +58,9 @@ from resourceslice.leaderelection import (
     default_identity,
 )
 from resourceslice.workqueue import Clock, MonotonicClock
+
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
 
 log = logging.getLogger("resourceslice")
 
@@ -110,7 +111,7 @@ class ShardedElector:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        api_client: Client,
         config: LeaderElection,
         *,
         on_change: Callable[[bool, Callable[[str], bool]], None],

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kubernetes.client.exceptions import ApiException
-
 from resourceslice.api import ConflictingWriterError, DroppedFieldsError, SliceExistsError
+from resourceslice.connection import ApiError
 from resourceslice.mutation_cache import MutationCache, not_older
 from resourceslice.store import SliceStore
 
@@ -150,7 +149,7 @@ class SliceWriter:
             left: SliceRecord | None = None
             try:
                 response = self._slices.delete(name, uid, resource_version)
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status != 404:  # already gone is what we wanted
                     raise
             else:
@@ -180,7 +179,7 @@ class SliceWriter:
             sent = core.decode_slice(body)
             try:
                 response = self._slices.create(body)
-            except ApiException as exc:
+            except ApiError as exc:
                 # The name is ours, so it exists because another writer (or our own create,
                 # whose response was lost) made it: compare with it once the watch has it.
                 if exc.status != 409:
@@ -204,7 +203,7 @@ class SliceWriter:
         """
         try:
             record = core.decode_slice(self._slices.get(name))
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status != 404:  # deleted meanwhile: the next sync creates it
                 raise
             return

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
 import resourceslice as rs
 from resourceslice import metrics
+from resourceslice.connection import ApiError
 from resourceslice.health import SYNC_SECONDS_BUCKETS, Observer, outcome_of
 
 
@@ -16,12 +16,12 @@ from resourceslice.health import SYNC_SECONDS_BUCKETS, Observer, outcome_of
     ("exc", "outcome"),
     [
         (None, "success"),
-        (ApiException(status=404), "not_found"),
-        (ApiException(status=409), "conflict"),
-        (ApiException(status=422), "invalid"),
-        (ApiException(status=429), "throttled"),
-        (ApiException(status=403), "rejected"),
-        (ApiException(status=500), "error"),
+        (ApiError(status=404), "not_found"),
+        (ApiError(status=409), "conflict"),
+        (ApiError(status=422), "invalid"),
+        (ApiError(status=429), "throttled"),
+        (ApiError(status=403), "rejected"),
+        (ApiError(status=500), "error"),
         (ConnectionResetError(), "error"),
     ],
 )
@@ -33,10 +33,10 @@ def test_observer_counts_writes_syncs_and_failing_pools() -> None:
     observer = Observer()
     with observer.writing("create"):
         pass
-    with pytest.raises(ApiException), observer.writing("create"):
-        raise ApiException(status=409)
+    with pytest.raises(ApiError), observer.writing("create"):
+        raise ApiError(status=409)
     observer.sync_done("a", 0.003, None)
-    observer.sync_done("b", 0.3, ApiException(status=403, reason="Forbidden"))
+    observer.sync_done("b", 0.3, ApiError(status=403, reason="Forbidden"))
     observer.sync_done("c", 1e6, None)  # beyond the last bound: +Inf only
     health = observer.health(synced=False, informer_connected=True, alive=True)
     assert health.failing == {"b": "403 Forbidden"}

@@ -10,9 +10,9 @@ from typing import Any
 
 import kubernetes.client
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from resourceslice import informer as informer_module
+from resourceslice.connection import ApiError
 from resourceslice.informer import Backoff, SliceInformer, field_selector
 from resourceslice.store import SliceStore
 from resourceslice.testing import wait_until
@@ -85,7 +85,7 @@ class FakeResponse:
 
 
 class FakeApi:
-    def __init__(self, lists: list[bytes], watches: list[FakeResponse | ApiException]) -> None:
+    def __init__(self, lists: list[bytes], watches: list[FakeResponse | ApiError]) -> None:
         self.lists = lists
         self.watches = watches
         self.calls: list[dict[str, Any]] = []
@@ -97,7 +97,7 @@ class FakeApi:
             if not kwargs.get("watch"):
                 return FakeResponse([self.lists.pop(0)], then="end")
             step = self.watches.pop(0) if self.watches else FakeResponse([])
-        if isinstance(step, ApiException):
+        if isinstance(step, ApiError):
             raise step
         return step
 
@@ -208,7 +208,7 @@ def test_gone_relists_and_synthesises_deletes(stop_all: list[Harness]) -> None:
 def test_gone_on_watch_start_relists(stop_all: list[Harness]) -> None:
     api = FakeApi(
         [list_body("10"), list_body("30", slice_obj("a", "p", "29"))],
-        [ApiException(status=410, reason="Gone")],
+        [ApiError(status=410, reason="Gone")],
     )
     h = Harness(api)
     stop_all.append(h)

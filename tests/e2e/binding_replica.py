@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 import resourceslice as rs
-from resourceslice._http import kubeconfig_client
+from resourceslice._kubeclient import kubeconfig_client
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import resourceslice as rs
 from resourceslice import kubeletplugin
-from resourceslice._http import kubeconfig_client
+from resourceslice._kubeclient import kubeconfig_client
 
 DRIVER = "restart.e2e.example.com"
 DEVICES = [{"name": f"part-{i}"} for i in range(4)]

@@ -29,7 +29,8 @@ import resourceslice as rs
 from cli.test_publish import Output
 from e2e.chain import EnvDriver, start_env_plugin
 from resourceslice import kubeletplugin
-from resourceslice._http import ClosingApiClient, get_json
+from resourceslice._http import get_json
+from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing import DRACluster, running_dra_cluster, wait_until
 from resourceslice.testing.plugin import tested_releases as releases_to_test
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,44 @@ def device(i: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+def library_client(cluster: TestCluster, user: str) -> Any:
+    """The client a test hands to the library: a ``kubernetes`` ApiClient, or with
+    ``RESOURCESLICE_TEST_CLIENT=connection`` (a pass of ``make test``) the library's own
+    Connection, so that the same tests run on both. What a test inspects or edits the
+    cluster with stays an ApiClient."""
+    if os.environ.get("RESOURCESLICE_TEST_CLIENT") == "connection":
+        return cluster.connection(user)
+    return cluster.api_client(user)
+
+
+_twins: list[rs.Connection] = []
+
+
+def library_twin(api_client: Any) -> Any:
+    """What the library gets where a test made an ApiClient: the client itself, or with
+    ``RESOURCESLICE_TEST_CLIENT=connection`` a Connection to the same host, as the same
+    user, trusting the same CA (closed by :func:`close_twins`)."""
+    if os.environ.get("RESOURCESLICE_TEST_CLIENT") != "connection":
+        return api_client
+    configuration = api_client.configuration
+    bearer = configuration.auth_settings()["BearerToken"]["value"]
+    twin = rs.Connection(
+        configuration.host, token=bearer.split()[-1], ca_file=configuration.ssl_ca_cert
+    )
+    _twins.append(twin)
+    return twin
+
+
+@pytest.fixture(autouse=True)
+def close_twins() -> Iterator[None]:
+    """Closes the connections :func:`library_twin` made for a test."""
+    try:
+        yield
+    finally:
+        while _twins:
+            _twins.pop().close()
+
+
 class ControllerEnv:
     def __init__(self, cluster: TestCluster, driver: str, user: str = "admin") -> None:
         self.cluster = cluster
@@ -40,13 +79,13 @@ class ControllerEnv:
         # Inspection and external edits go through a client of their own: not counted.
         self.admin = cluster.api_client("admin")
         self.api = kubernetes.client.ResourceV1Api(self.admin)
-        self._clients: list[kubernetes.client.ApiClient] = [self.admin]
+        self._clients: list[Any] = [self.admin]
         self._controllers: list[rs.Controller] = []
         self.counter = self.new_counter()
 
     def new_counter(self) -> RequestCounter:
         """A fresh counted client for the next controller (``self.counter`` follows it)."""
-        client = self.cluster.api_client(self.user)
+        client = library_client(self.cluster, self.user)
         self._clients.append(client)
         self.counter = RequestCounter(client)
         self.client = client  # what the next controller talks through

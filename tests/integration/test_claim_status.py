@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from integration.claim_env import allocated, claims_path, delete, entries, managers, read, result
 from resourceslice import RequestDeadlineError, ValidationError, aio
-from resourceslice._http import request, send_json
+from resourceslice._http import pool_manager, request, send_json
 from resourceslice.claimstatus import (
     DeviceStatusConflictError,
     DeviceStatusWriter,
@@ -391,13 +391,13 @@ def test_the_async_writer_keeps_the_loop_running(
     writer = aio.AsyncDeviceStatusWriter(client, driver=GPU, node_name="node-1")
     loop_threads: set[int] = set()
     request_threads: set[int] = set()
-    send = client.rest_client.pool_manager.request
+    send = pool_manager(client).request
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         request_threads.add(threading.get_ident())
         return send(*args, **kwargs)
 
-    client.rest_client.pool_manager.request = recorded
+    pool_manager(client).request = recorded
 
     async def main() -> None:
         loop_threads.add(threading.get_ident())
@@ -409,7 +409,7 @@ def test_the_async_writer_keeps_the_loop_running(
     try:
         asyncio.run(main())
     finally:
-        client.rest_client.pool_manager.request = send
+        pool_manager(client).request = send
     assert request_threads and not request_threads & loop_threads
     found = entries(read(client, claim_name))
     assert {key[2]: e["data"] for key, e in found.items()} == {

@@ -22,6 +22,7 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
+from resourceslice._http import pool_manager
 from resourceslice.testing import wait_until
 
 from .controller_env import (
@@ -52,8 +53,8 @@ class AfterWrite:
         # What the informer's watches delivered since the action: it has applied all of it.
         self._taken_in = b""
         self._taken_in_changed = threading.Condition()
-        pool_manager = client.rest_client.pool_manager
-        send = pool_manager.request
+        pool = pool_manager(client)
+        send = pool.request
 
         def request(verb: str, url: str, *args: Any, **kwargs: Any) -> Any:
             response = send(verb, url, *args, **kwargs)
@@ -73,7 +74,7 @@ class AfterWrite:
                     )
             return response
 
-        pool_manager.request = request
+        pool.request = request
 
     def _follow(self, response: Any) -> None:
         stream = response.stream

@@ -16,7 +16,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from resourceslice import _claimwatch, _http
+from resourceslice import _claimwatch, _http, _kubeclient
 from resourceslice._claimwatch import ClaimWatch
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.store import SliceStore
@@ -28,7 +28,7 @@ NAMESPACES = "/api/v1/namespaces"
 
 
 @pytest.fixture
-def client(kube_cluster: TestCluster) -> Iterator[_http.ClosingApiClient]:
+def client(kube_cluster: TestCluster) -> Iterator[_kubeclient.ClosingApiClient]:
     with kube_cluster.api_client("admin") as api_client:
         yield api_client
 
@@ -47,7 +47,9 @@ def recorded_headers(api_client: kubernetes.client.ApiClient) -> list[dict[str, 
     return sent
 
 
-def test_token_comes_from_the_refresh_hook_with_its_prefix(client: _http.ClosingApiClient) -> None:
+def test_token_comes_from_the_refresh_hook_with_its_prefix(
+    client: _kubeclient.ClosingApiClient,
+) -> None:
     configuration = client.configuration
     # "Bearer <token>", under the key that this client release uses.
     token = configuration.auth_settings()["BearerToken"]["value"].split()[-1]
@@ -74,7 +76,7 @@ def test_token_comes_from_the_refresh_hook_with_its_prefix(client: _http.Closing
     assert sent[-1]["authorization"] == f"Bearer {token}"
 
 
-def test_default_headers_and_cookie_are_sent(client: _http.ClosingApiClient) -> None:
+def test_default_headers_and_cookie_are_sent(client: _kubeclient.ClosingApiClient) -> None:
     client.user_agent = "driver-under-test/1.0"
     client.set_default_header("X-Trace", "abc")  # type: ignore[no-untyped-call]
     client.cookie = "session=1"
@@ -89,7 +91,7 @@ def test_default_headers_and_cookie_are_sent(client: _http.ClosingApiClient) -> 
 
 
 def test_an_error_status_is_an_api_exception_with_text_body_and_headers(
-    client: _http.ClosingApiClient,
+    client: _kubeclient.ClosingApiClient,
 ) -> None:
     with pytest.raises(ApiException) as caught:
         _http.get_json(client, f"{_http.SLICES_PATH}/no-such-slice")
@@ -101,7 +103,7 @@ def test_an_error_status_is_an_api_exception_with_text_body_and_headers(
     assert exc.headers["Content-Type"] == "application/json"
 
 
-def test_without_the_token_the_request_is_anonymous(client: _http.ClosingApiClient) -> None:
+def test_without_the_token_the_request_is_anonymous(client: _kubeclient.ClosingApiClient) -> None:
     client.configuration.api_key = {}
     with pytest.raises(ApiException) as caught:
         _http.get_json(client, NAMESPACES)
@@ -109,7 +111,7 @@ def test_without_the_token_the_request_is_anonymous(client: _http.ClosingApiClie
     assert "system:anonymous" in json.loads(caught.value.body or "{}")["message"]
 
 
-def test_query_parameters_are_encoded(client: _http.ClosingApiClient) -> None:
+def test_query_parameters_are_encoded(client: _kubeclient.ClosingApiClient) -> None:
     name = "http-query.example.com"
     body = {
         "apiVersion": "resource.k8s.io/v1",
@@ -137,7 +139,7 @@ def test_query_parameters_are_encoded(client: _http.ClosingApiClient) -> None:
         _http.send_json(client, "DELETE", f"{_http.SLICES_PATH}/http-query", options)
 
 
-def test_delete_preconditions_are_enforced(client: _http.ClosingApiClient) -> None:
+def test_delete_preconditions_are_enforced(client: _kubeclient.ClosingApiClient) -> None:
     body = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -177,7 +179,7 @@ def test_close_closes_the_connections(kube_cluster: TestCluster) -> None:
 
 
 def test_a_request_whose_deadline_passed_during_authentication_is_not_sent(
-    client: _http.ClosingApiClient,
+    client: _kubeclient.ClosingApiClient,
 ) -> None:
     """The time left is taken after the token refresh hook ran (a kubeconfig exec plugin
     can take seconds): a deadline it used up raises without a request."""
@@ -199,7 +201,7 @@ def test_a_request_whose_deadline_passed_during_authentication_is_not_sent(
 
 
 def test_each_phase_of_a_request_gets_a_share_of_the_time_left(
-    client: _http.ClosingApiClient,
+    client: _kubeclient.ClosingApiClient,
 ) -> None:
     """urllib3 gives its connect timeout whole to each of connect, TLS handshake and sends:
     a share each keeps their sum within the time left."""
@@ -229,7 +231,7 @@ def answers_a_write_at_once(api_client: kubernetes.client.ApiClient) -> None:
 
 
 def test_a_watch_given_back_before_its_end_does_not_carry_the_next_request(
-    client: _http.ClosingApiClient,
+    client: _kubeclient.ClosingApiClient,
 ) -> None:
     """A watch left while the server still streams it (stopped before its first event):
     pooled as it was, the next request on its connection would wait for the watch's end
@@ -241,7 +243,9 @@ def test_a_watch_given_back_before_its_end_does_not_carry_the_next_request(
     answers_a_write_at_once(client)
 
 
-def test_a_watch_read_to_its_end_goes_back_to_the_pool(client: _http.ClosingApiClient) -> None:
+def test_a_watch_read_to_its_end_goes_back_to_the_pool(
+    client: _kubeclient.ClosingApiClient,
+) -> None:
     query = [("watch", "true"), ("timeoutSeconds", "1")]
     response = _http.request(client, "GET", NAMESPACES, query=query, stream=True)
     assert list(_http.stream_lines(response))
@@ -267,7 +271,7 @@ class _StoppedOnArrival:
 
 
 def test_an_informer_stopped_as_its_watch_arrives_leaves_no_watch_in_the_pool(
-    client: _http.ClosingApiClient,
+    client: _kubeclient.ClosingApiClient,
 ) -> None:
     errors: list[BaseException] = []
     api = _StoppedOnArrival(client)
@@ -288,7 +292,7 @@ def test_an_informer_stopped_as_its_watch_arrives_leaves_no_watch_in_the_pool(
 
 
 def test_a_claim_watch_stopped_as_its_watch_arrives_leaves_no_watch_in_the_pool(
-    client: _http.ClosingApiClient, monkeypatch: pytest.MonkeyPatch
+    client: _kubeclient.ClosingApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     errors: list[BaseException] = []
     watch = ClaimWatch(

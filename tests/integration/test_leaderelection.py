@@ -21,7 +21,7 @@ from resourceslice.leaderelection import LeaderElector, NotLeaderError
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.faultproxy import FaultProxy
 
-from .controller_env import ControllerEnv, device, pools
+from .controller_env import ControllerEnv, device, library_twin, pools
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ class Candidate:
         self.changes: list[bool] = []
         self.errors: list[BaseException] = []
         self.elector = LeaderElector(
-            client,
+            library_twin(client),
             rs.LeaderElection(NAMESPACE, lease, identity=identity, **SHORT),
             on_change=self.changes.append,
             on_error=lambda exc, _: self.errors.append(exc),

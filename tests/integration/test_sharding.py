@@ -12,7 +12,7 @@ from resourceslice.leaderelection import LeaderElector
 from resourceslice.sharding import GROUP_LABEL, ShardedElector
 from resourceslice.testing import wait_until
 
-from .controller_env import ControllerEnv, device, pools
+from .controller_env import ControllerEnv, device, library_twin, pools
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,7 @@ def test_only_one_number_of_shards_is_in_force(kube_client: kubernetes.client.Ap
 
     def sharded(identity: str, shards: int) -> ShardedElector:
         return ShardedElector(
-            kube_client,
+            library_twin(kube_client),
             rs.LeaderElection(NAMESPACE, name, identity=identity, shards=shards, **timings),
             on_change=lambda leading, covers: None,
             on_error=lambda exc, _: None,
@@ -106,7 +106,7 @@ def test_only_one_number_of_shards_is_in_force(kube_client: kubernetes.client.Ap
 
     def plain(identity: str) -> LeaderElector:
         return LeaderElector(
-            kube_client,
+            library_twin(kube_client),
             rs.LeaderElection(NAMESPACE, name, identity=identity, **timings),
             on_change=lambda leading: None,
             on_error=lambda exc, _: None,

@@ -4,9 +4,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from integration.controller_env import library_client
+from resourceslice.testing import TestCluster
 from resourceslice.testing.kubelet import KubeletHarness
 
 
@@ -26,3 +29,15 @@ def kubelet(node_dir: Path) -> Iterator[KubeletHarness]:
     """kubelet's plugin manager and DRA client watching ``node_dir/registry``."""
     with KubeletHarness.start(node_dir / "registry", log_path=node_dir / "kubelet.log") as harness:
         yield harness
+
+
+@pytest.fixture
+def kube_client(kube_cluster: TestCluster) -> Iterator[Any]:
+    """The plugin's client: an ApiClient, or the library's Connection in the pass of
+    ``make test`` with ``RESOURCESLICE_TEST_CLIENT=connection`` (these tests talk to the
+    cluster through the library's requests only)."""
+    client = library_client(kube_cluster, "admin")
+    try:
+        yield client
+    finally:
+        client.close()

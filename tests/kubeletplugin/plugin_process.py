@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.kubeletplugin.env import RecordingPlugin
 
 from resourceslice import kubeletplugin
-from resourceslice._http import kubeconfig_client
+from resourceslice._kubeclient import kubeconfig_client
 
 
 def main() -> None:

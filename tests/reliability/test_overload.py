@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
 from integration.controller_env import device, pools
+from resourceslice._http import pool_manager
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 from security.rbac_env import bound_role, shipped_role
 
@@ -87,8 +88,8 @@ class Responses:
 
     def __init__(self, client: kubernetes.client.ApiClient) -> None:
         self.seen: list[tuple[float, str, int]] = []
-        pool_manager = client.rest_client.pool_manager
-        send = pool_manager.request
+        pool = pool_manager(client)
+        send = pool.request
 
         def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             response = send(method, url, *args, **kwargs)
@@ -96,7 +97,7 @@ class Responses:
                 self.seen.append((time.monotonic(), method, response.status))
             return response
 
-        pool_manager.request = request
+        pool.request = request
 
     def too_many(self) -> int:
         return sum(1 for _, _, status in self.seen if status == 429)

@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 import resourceslice as rs
-from resourceslice import _http
+from resourceslice import _http, _kubeclient
 from resourceslice._apiversion import ResourceSliceAPI
+from resourceslice._http import pool_manager
 from resourceslice.leaderelection import LeaderElector
 from resourceslice.testing import TestCluster
 from resourceslice.testing.faultproxy import FaultProxy
@@ -73,8 +74,8 @@ class ExecPlugin:
         self.kubeconfig = directory / "kubeconfig"
         self.kubeconfig.write_text(yaml.safe_dump(config))
 
-    def client(self) -> _http.ClosingApiClient:
-        return _http.kubeconfig_client(str(self.kubeconfig))
+    def client(self) -> _kubeclient.ClosingApiClient:
+        return _kubeclient.kubeconfig_client(str(self.kubeconfig))
 
     def slow(self, seconds: float) -> None:
         """Each run of the plugin from now on takes ``seconds`` (0: none)."""
@@ -218,7 +219,7 @@ def test_a_slow_new_connection_does_not_send_a_write_after_its_deadline(
     with FaultProxy(kube_cluster, tls=True) as proxy, proxy.api_client(tunnel=True) as client:
         api = budget.api(client)
         api.current()  # the version discovery, on a connection of its own
-        client.rest_client.pool_manager.clear()  # the write opens a new one
+        pool_manager(client).clear()  # the write opens a new one
         proxy.tunnel_delay = 1.5
         proxy.handshake_delay = 1.5
         outcome: Exception | None = None

@@ -21,6 +21,7 @@ import pytest
 
 import resourceslice as rs
 from integration.controller_env import device, pools
+from resourceslice._http import pool_manager
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 
 from .faults import Run
@@ -66,8 +67,8 @@ class HeldWatch:
         self.waiting = threading.Event()
         self.lists = 0
         self._watch: Any = None
-        pool_manager = client.rest_client.pool_manager
-        send = pool_manager.request
+        pool = pool_manager(client)
+        send = pool.request
 
         def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             watch = "watch=true" in url.lower()
@@ -81,7 +82,7 @@ class HeldWatch:
                 self._watch = response
             return response
 
-        pool_manager.request = request
+        pool.request = request
 
     def drop_watch(self) -> None:
         """End the open watch as a dropped connection would."""

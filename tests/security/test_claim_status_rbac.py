@@ -31,7 +31,8 @@ from kubernetes.client.exceptions import ApiException
 from chart.renders import manifests
 from integration.claim_env import allocated, entries, read, result
 from resourceslice import kubeletplugin
-from resourceslice._http import kubeconfig_client, send_json
+from resourceslice._http import send_json
+from resourceslice._kubeclient import kubeconfig_client
 from resourceslice.claimstatus import DeviceStatusWriter
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 

@@ -42,7 +42,8 @@ from chart.renders import RENDERS, find, manifests, roles_of
 from e2e.chain import load_example
 from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice import DriverResources, Pool, load_resources
-from resourceslice._http import get_json, kubeconfig_client, request, send_json
+from resourceslice._http import get_json, request, send_json
+from resourceslice._kubeclient import kubeconfig_client
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
 

@@ -191,10 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resourceslice: {exc}", file=sys.stderr)
         return exc.code
     except Exception as exc:
-        from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        if not isinstance(exc, (ApiException, HTTPError, OSError)):
+        from resourceslice.connection import ApiError
+
+        if not isinstance(exc, (ApiError, HTTPError, OSError)):
             raise
         print(f"resourceslice: {describe_error(exc)}", file=sys.stderr)
         return EXIT_FAILED

@@ -11,19 +11,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from resourceslice._errortext import describe_error
-from resourceslice._kubeconfig import default_api_client, in_cluster, kubeconfig_paths
+from resourceslice._kubeconfig import in_cluster, kubeconfig_paths
 from resourceslice._plain import owner_ref, prepare
 from resourceslice._poolfile import Selection, parse_resources, read_document
 from resourceslice.api import DriverResources, Owner, ValidationError
+from resourceslice.connection import ConfigError, connect
 from resourceslice.controller import DEFAULT_MAX_SLICE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kubernetes.client import ApiClient
-
     from resourceslice import _core as core
     from resourceslice._core import Desired, Plan, SliceRecord
+    from resourceslice.connection import Client
     from resourceslice.types import NodeSelector, NodeSelectorOperator, NodeSelectorRequirement
 else:
     from resourceslice._backend import core
@@ -100,9 +100,7 @@ def parse_node_selector(text: str) -> NodeSelector:
     return {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
 
 
-def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
-    from kubernetes.config.config_exception import ConfigException
-
+def api_client(kubeconfig: str | None, context: str | None) -> Client:
     paths = kubeconfig_paths(kubeconfig)
     if paths is None and not in_cluster():
         raise UserError(
@@ -110,29 +108,28 @@ def api_client(kubeconfig: str | None, context: str | None) -> ApiClient:
             "or run in a Pod (in-cluster config)"
         )
     try:
-        return default_api_client(paths, context)
-    except (ConfigException, OSError) as exc:
+        return connect(paths, context)
+    except (ConfigError, OSError) as exc:
         raise UserError(f"kubeconfig {paths or '(in-cluster)'}: {exc}") from None
 
 
-def list_records(client: ApiClient, selector: str) -> list[SliceRecord]:
+def list_records(client: Client, selector: str) -> list[SliceRecord]:
     from resourceslice._apiversion import ResourceSliceAPI
 
     return core.decode_list(ResourceSliceAPI(client).list(selector))[1]
 
 
-def node_owner(client: ApiClient, node: str | None) -> Owner | None:
+def node_owner(client: Client, node: str | None) -> Owner | None:
     """The Node owner of ``--node`` with its uid, so that writes can be planned before the
     controller makes them; None without ``--node``."""
     if not node:
         return None
-    from kubernetes.client.exceptions import ApiException
-
     from resourceslice._http import node_uid
+    from resourceslice.connection import ApiError
 
     try:
         uid = node_uid(client, node)
-    except ApiException as exc:
+    except ApiError as exc:
         raise UserError(
             f"node {node}: {describe_error(exc)} (the Node owns the slices, so it must exist)",
             EXIT_FAILED,

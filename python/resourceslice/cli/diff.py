@@ -59,10 +59,10 @@ def unified(name: str, live: Mapping[str, Any] | None, merged: Mapping[str, Any]
 
 
 def cmd_diff(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     from resourceslice._apiversion import ResourceSliceAPI
+    from resourceslice.connection import ApiError
     from resourceslice.informer import field_selector
 
     loaded = load(args.file, args.driver, selection_of(args))
@@ -74,7 +74,7 @@ def cmd_diff(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             data = ResourceSliceAPI(client).list(field_selector(args.driver, args.node, False))
     except UserError as exc:  # a missing Node: an error, not "differences found"
         raise UserError(str(exc), EXIT_USAGE) from None
-    except (ApiException, HTTPError, OSError) as exc:
+    except (ApiError, HTTPError, OSError) as exc:
         raise UserError(describe_error(exc), EXIT_USAGE) from None
     records = core.decode_list(data)[1]
     live = {item["metadata"]["name"]: item for item in json.loads(data)["items"]}

@@ -22,9 +22,8 @@ def cmd_prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Delete the driver's slices (of one node with ``--node``): for an uninstall, once the
     driver is stopped (a running one publishes them again). Without ``--yes``, a dry run: it
     lists them and succeeds, so that a script can look before it deletes."""
-    from kubernetes.client.exceptions import ApiException
-
     from resourceslice._apiversion import ResourceSliceAPI
+    from resourceslice.connection import ApiError
     from resourceslice.informer import field_selector
 
     where = f" on node {args.node}" if args.node else ""
@@ -51,7 +50,7 @@ def cmd_prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                     # Preconditions: what was listed, not a slice recreated meanwhile.
                     api.delete(record.name, record.uid, record.resource_version)
                     deleted += 1
-                except ApiException as exc:
+                except ApiError as exc:
                     if exc.status not in (404, 409):  # 404: gone; 409: changed, listed again
                         raise
             records = list_records(client, selector)

@@ -34,9 +34,8 @@ from resourceslice.cli.plan import totals_of
 from resourceslice.preview import first_plans
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
-
     from resourceslice import metrics
+    from resourceslice.connection import Client
     from resourceslice.controller import Controller
     from resourceslice.leaderelection import LeaderElection
 else:
@@ -185,7 +184,7 @@ class Publisher:
             self.say(f"serving {base}/metrics and {base}/healthz")
             yield server
 
-    def _planned_writes(self, client: ApiClient, loaded: Loaded, owner: Owner | None) -> int:
+    def _planned_writes(self, client: Client, loaded: Loaded, owner: Owner | None) -> int:
         """What the controller will write, planned as it plans: for the progress display."""
         from resourceslice.informer import field_selector
 

@@ -25,17 +25,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 import grpc
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import GROUP, ResourceSliceAPI
 from resourceslice._http import REQUEST_TIMEOUT, get_json, request
 from resourceslice.api import DriverResources, Owner
 from resourceslice.claimstatus import DeviceStatusWriter
+from resourceslice.connection import ApiError
 from resourceslice.controller import Controller, ErrorHandler, start_controller
 from resourceslice.kubeletplugin._pb import (
     dra_v1_pb2_grpc,
@@ -81,6 +80,9 @@ from resourceslice.kubeletplugin.types import (
     PrepareResult,
 )
 
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
+
 log = logging.getLogger("resourceslice.kubeletplugin")
 
 
@@ -99,7 +101,7 @@ class Helper:
         plugin: Plugin,
         *,
         driver: str,
-        api_client: ApiClient | None,
+        api_client: Client | None,
         node_name: str,
         node_uid: str,
         registrar_dir: str,
@@ -341,7 +343,7 @@ class Helper:
         try:
             # In v1 whatever the cluster serves, as Go's helper hands its drivers v1 claims.
             return cast(ResourceClaim, version.claim_to_v1(json.loads(self._get(path, deadline))))
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -475,7 +477,7 @@ def start(
     plugin: Plugin,
     *,
     driver: str,
-    api_client: ApiClient,
+    api_client: Client,
     node_name: str = "",
     node_uid: str = "",
     registrar_dir: str = KUBELET_REGISTRY_DIR,

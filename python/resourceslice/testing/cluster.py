@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from resourceslice._http import ClosingApiClient, kubeconfig_client
+from resourceslice._kubeclient import ClosingApiClient, kubeconfig_client
+from resourceslice.connection import Connection
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -314,6 +315,10 @@ class TestCluster:
     def api_client(self, user: str = "admin") -> ClosingApiClient:
         """A new client authenticated as ``user``; ``close()`` closes its connections."""
         return kubeconfig_client(str(self.kubeconfigs[user]))
+
+    def connection(self, user: str = "admin") -> Connection:
+        """A new :class:`~resourceslice.Connection` authenticated as ``user``."""
+        return Connection.from_kubeconfig(str(self.kubeconfigs[user]))
 
     def start(self, timeout: float = 180.0) -> None:
         """Start the process and wait until ``/readyz`` answers ok."""

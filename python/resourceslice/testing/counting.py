@@ -1,4 +1,4 @@
-"""Count the HTTP requests an ApiClient sends: "a restart makes 0 writes" as a test.
+"""Count the HTTP requests a client sends: "a restart makes 0 writes" as a test.
 
 It wraps the client's urllib3 pool manager, the one place every request passes through
 (the generated API methods, and the raw-bytes writes of the controller alike)::
@@ -13,10 +13,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import kubernetes.client
+from resourceslice._http import pool_manager
+
+if TYPE_CHECKING:
+    from resourceslice.connection import Client
 
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -29,11 +32,11 @@ class _Request:
 
 
 class RequestCounter:
-    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
+    def __init__(self, api_client: Client) -> None:
         self._lock = threading.Lock()
         self._requests: list[_Request] = []
-        pool_manager = api_client.rest_client.pool_manager
-        send = pool_manager.request
+        pool = pool_manager(api_client)
+        send = pool.request
 
         def counting_request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             request = _Request(method.upper(), urlsplit(url).path)
@@ -43,7 +46,7 @@ class RequestCounter:
             request.status = response.status
             return response
 
-        pool_manager.request = counting_request  # type: ignore[method-assign]
+        pool.request = counting_request
 
     def requests(self) -> list[tuple[str, str]]:
         """``(method, path)`` of every request so far, in order."""

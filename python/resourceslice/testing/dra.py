@@ -51,7 +51,8 @@ from urllib.parse import quote
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import ResourceSliceAPI
-from resourceslice._http import ClosingApiClient, get_json, request, send_json
+from resourceslice._http import get_json, request, send_json
+from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing._jsonlines import Event, JsonLinesProcess
 from resourceslice.testing.cluster import (
     DEFAULT_RELEASE,

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from kubernetes.client import Configuration
 
-from resourceslice._http import ClosingApiClient
+from resourceslice._kubeclient import ClosingApiClient
 
 if TYPE_CHECKING:
     from resourceslice.testing.cluster import TestCluster
