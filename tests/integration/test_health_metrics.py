@@ -58,7 +58,7 @@ def test_a_failing_pool_shows_in_health_and_metrics_until_it_recovers(
     m = {
         "failing": value(registry, "resourceslice_pools", env.driver, state="failing"),
         "synced": value(registry, "resourceslice_pools", env.driver, state="synced"),
-        "errors": value(registry, "resourceslice_errors_total", env.driver, kind="ApiException"),
+        "errors": value(registry, "resourceslice_errors_total", env.driver, kind="ApiError"),
         "failed syncs": value(registry, "resourceslice_syncs_total", env.driver, result="error"),
         "devices": value(registry, "resourceslice_published_devices", env.driver),
         "last sync": value(registry, "resourceslice_last_sync_timestamp_seconds", env.driver),
