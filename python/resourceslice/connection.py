@@ -251,11 +251,11 @@ def connect(
     loaded), else the ``kubernetes`` client's ApiClient (an exec plugin, an auth provider, a
     proxy). Raises :class:`ConfigError` when there is no configuration to load.
     """
-    from resourceslice._kubeconfig import kubeconfig_paths
+    from resourceslice._kubeconfig import in_cluster, kubeconfig_paths
 
     paths = kubeconfig_paths(kubeconfig)
     if paths is None:
-        if "KUBERNETES_SERVICE_HOST" not in os.environ:
+        if not in_cluster():
             raise ConfigError(
                 "no kubeconfig: set KUBECONFIG, create ~/.kube/config, or run in a Pod "
                 "(in-cluster config)"

@@ -52,6 +52,14 @@ def b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
+def token_file_connection(cluster: TestCluster, token: Path, period: float) -> rs.Connection:
+    """A Connection to ``cluster`` whose token is read from ``token``, again every
+    ``period`` seconds (and after a 401)."""
+    return rs.Connection(
+        cluster.server, token_file=token, ca_file=cluster.ca_file, token_period=period
+    )
+
+
 def test_a_kubeconfig_with_a_token_and_a_ca_file(kube_cluster: TestCluster) -> None:
     with rs.Connection.from_kubeconfig(str(kube_cluster.kubeconfigs["admin"])) as connection:
         assert whoami(connection) == "admin"
@@ -105,9 +113,7 @@ def test_the_token_file_is_read_again_as_kubelet_rotates_it(
 ) -> None:
     token = tmp_path / "token"
     token.write_text(kube_cluster.token("admin"))
-    connection = rs.Connection(
-        kube_cluster.server, token_file=token, ca_file=kube_cluster.ca_file, token_period=0.2
-    )
+    connection = token_file_connection(kube_cluster, token, 0.2)
     with connection:
         assert whoami(connection) == "admin"
         token.write_text(kube_cluster.token("driver"))
@@ -123,9 +129,7 @@ def test_a_refused_token_is_read_again_before_the_next_request(
     token = tmp_path / "token"
     token.write_text("revoked")
     # A period no test waits out: only the 401 can make it read the file again.
-    connection = rs.Connection(
-        kube_cluster.server, token_file=token, ca_file=kube_cluster.ca_file, token_period=3600
-    )
+    connection = token_file_connection(kube_cluster, token, 3600)
     with connection:
         with pytest.raises(rs.ApiError) as refused:
             whoami(connection)
@@ -140,9 +144,7 @@ def test_a_driver_whose_token_was_refused_publishes_once_it_is_renewed(
     token = tmp_path / "token"
     token.write_text("revoked")
     errors: list[BaseException] = []
-    connection = rs.Connection(
-        kube_cluster.server, token_file=token, ca_file=kube_cluster.ca_file, token_period=3600
-    )
+    connection = token_file_connection(kube_cluster, token, 3600)
     resources = rs.DriverResources(
         pools={"renewed": rs.Pool(devices=[{"name": "dev-0"}], all_nodes=True)}
     )
@@ -244,16 +246,13 @@ _DRIVER = """
 import json, sys
 import resourceslice as rs
 import resourceslice.kubeletplugin
-import time
 
 client = rs.connect(sys.argv[1])
 pool = rs.Pool(devices=[{"name": "dev-0"}, {"name": "dev-1"}], all_nodes=True)
 with client, rs.start_controller(
     client, driver="lean.example.com", resources=rs.DriverResources(pools={"lean": pool})
 ) as ctrl:
-    deadline = time.monotonic() + 60  # resourceslice.testing would load kubernetes
-    while ctrl.stats().creates < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    synced = ctrl.wait_synced(60)
     published = ctrl.stats().creates
 try:
     rs._http.get_json(client, "/api/v1/nodes/none")
@@ -261,6 +260,7 @@ except rs.ApiError as exc:
     refused = [exc.status, [c.__module__ + "." + c.__qualname__ for c in type(exc).__mro__]]
 print(json.dumps({
     "client": type(client).__name__,
+    "synced": synced,
     "published": published,
     "refused": refused,
     "kubernetes": sorted(m for m in sys.modules if m.split(".")[0] == "kubernetes"),
@@ -284,6 +284,7 @@ def test_a_driver_on_a_connection_publishes_without_loading_kubernetes(
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["client"] == "Connection"
+    assert seen["synced"] and seen["published"] == 1
     assert seen["kubernetes"] == []
     assert seen["refused"] == [
         404,
