@@ -1,12 +1,14 @@
-"""The whole chain, timed: a pod created -> its container's CDI edits ready.
+"""The whole chain, timed: a pod created -> its container running (or, without the runtime
+step, its CDI edits ready).
 
 50 pods at once, each with a claim for one device, on 10 simulated nodes of the DRA cluster
 (kube-scheduler, the resourceclaim controller, kubelet's DRA manager, CDI injection), with the
 devices published and prepared by examples/kubelet_driver.py (this library's controller and
 kubelet plugin) and, in the same cluster and the same rounds, by the same driver written in Go
 on k8s.io/dynamic-resource-allocation v0.37.2 (benches/godriver). Each pod's latency runs from
-just before its create request to the moment the simulated runtime had its CDI edits; the
-rounds alternate the two drivers.
+just before its create request to the moment its container ran under runc and printed its
+report (``runc``) or, with the runtime step left out, the moment the simulated runtime had its
+CDI edits (``edits``); the rounds alternate the two drivers.
 
 Run: ``.venv/bin/pytest benches/test_dra_chain.py --benchmark-enable -s``.
 """
@@ -92,16 +94,19 @@ class Drivers:
 
     def burst(self, name: str, round_: int) -> list[float]:
         """PODS pods with a claim of driver ``name``'s class: each one's seconds from its
-        create to its CDI edits; then all deleted (unprepared, claims gone)."""
+        create to its container running (its CDI edits, without containers); then all
+        deleted (stopped, unprepared, claims gone)."""
         created: dict[str, float] = {}
         for i in range(PODS):
             pod = f"{name}-{round_}-{i}"
             created[pod] = time.time()
             self.cluster.create_pod(pod, claim_template=name)
-        latencies = [
-            self.cluster.wait_pod_prepared(pod).prepared_at - started
-            for pod, started in created.items()
-        ]
+        latencies = []
+        for pod, started in created.items():
+            prepared = self.cluster.wait_pod_prepared(pod)
+            ran = prepared.containers["ctr"].process is not None
+            assert ran == self.cluster.runs_containers, self.cluster.why_no_containers
+            latencies.append(prepared.prepared_at - started)
         for pod in created:
             self.cluster.delete_pod(pod)
         return latencies
@@ -115,9 +120,9 @@ class Drivers:
             client.close()
 
 
-@pytest.fixture
-def drivers() -> Iterator[Drivers]:
-    with running_dra_cluster() as cluster:
+@pytest.fixture(params=[True, False], ids=["runc", "edits"])
+def drivers(request: pytest.FixtureRequest) -> Iterator[Drivers]:
+    with running_dra_cluster(containers=request.param) as cluster:
         both = Drivers(cluster)
         try:
             both.start()
@@ -131,7 +136,7 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def test_pod_to_cdi_edits(benchmark: Any, drivers: Drivers) -> None:
+def test_pod_to_container_running(benchmark: Any, drivers: Drivers) -> None:
     latencies: dict[str, list[float]] = {"python": [], "go": []}
     rounds = iter(range(ROUNDS))
 
@@ -155,5 +160,6 @@ def test_pod_to_cdi_edits(benchmark: Any, drivers: Drivers) -> None:
         key: round(figures["python"][key] / figures["go"][key], 2) for key in ("p50_ms", "p95_ms")
     }
     benchmark.extra_info.update(figures=figures, python_over_go=ratios)
-    print(f"\npod created -> CDI edits ready: {figures}; python/go {ratios}")
+    step = "container running" if drivers.cluster.runs_containers else "CDI edits ready"
+    print(f"\npod created -> {step}: {figures}; python/go {ratios}")
     assert figures["python"]["pods"] == figures["go"]["pods"] == PODS * ROUNDS

@@ -10,8 +10,9 @@ network-attached pool of 4,800 ports) with ``resourceslice publish``, prints ``r
 status``, changes one device in the GPU file while its publisher runs, and shows the single
 update that caused. Then it runs ``kubelet_driver.py`` (the README's whole driver) on the
 node, creates a pod that asks for one of its devices, and prints what the pod's container
-was given. It stops everything it started. The examples are copied first: the edit never
-touches the checkout.
+was given and, where runc can run here, the line the container's process itself printed.
+It stops everything it started. The examples are copied first: the edit never touches the
+checkout.
 """
 
 from __future__ import annotations
@@ -163,6 +164,16 @@ def a_pod_gets_a_device(cluster: DRACluster, client: kubernetes.client.ApiClient
         print("  kubelet's DRA manager had the driver prepare it; the runtime's CDI injection gave")
         print(f"  container ctr: env {' '.join(container.env)}")
         print(f"    (CDI device {', '.join(container.cdi_devices)})")
+        if container.process is None:
+            print(f"  (no container ran: {cluster.why_no_containers})")
+        else:
+            seen = container.process.report
+            shown = container.process.output
+            shown = shown if len(shown) <= 150 else f"{shown[:150]}..."
+            print(f"  runc ran container ctr (pid {container.process.pid}); its process printed:")
+            print(f"    {shown}")
+            demo_vars = sorted(f"{k}={v}" for k, v in seen.env.items() if k.startswith("DEMO_"))
+            print(f"    so inside the container: {' '.join(demo_vars)}")
         cluster.delete_pod("demo-pod")
         print("  deleted demo-pod: unprepared, its claim deallocated and deleted")
     finally:
@@ -171,7 +182,8 @@ def a_pod_gets_a_device(cluster: DRACluster, client: kubernetes.client.ApiClient
 
 def demo(work: Path) -> None:
     say("starting a local DRA cluster (resourceslice.testing: kube-apiserver + etcd,")
-    print("  kube-scheduler, the resourceclaim controller, a node with kubelet's DRA manager)")
+    print("  kube-scheduler, the resourceclaim controller, a node with kubelet's DRA manager")
+    print("  and runc where it can run)")
     with start_dra_cluster() as cluster, cluster.api_client() as client:
         kubeconfig = str(cluster.apiserver.kubeconfigs["admin"])
         print(f"  server {cluster.apiserver.server}; core: {rs.core_backend()}; ", end="")

@@ -32,6 +32,7 @@ from resourceslice import kubeletplugin
 from resourceslice._http import get_json
 from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing import DRACluster, running_dra_cluster, wait_until
+from resourceslice.testing.plugin import dra_containers
 from resourceslice.testing.plugin import tested_releases as releases_to_test
 
 pytestmark = pytest.mark.integration
@@ -81,7 +82,11 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[DRACluster]:
             "and on by default from 1.36): it would bind the pod without waiting"
         )
     marker = request.node.get_closest_marker("binding_timeout")
-    with running_dra_cluster(release=release, binding_timeout=marker and marker.args[0]) as made:
+    with running_dra_cluster(
+        release=release,
+        binding_timeout=marker and marker.args[0],
+        containers=dra_containers(request.config),
+    ) as made:
         yield made
 
 

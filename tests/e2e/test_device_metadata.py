@@ -166,21 +166,29 @@ def test_a_container_gets_its_requests_metadata_as_gos_helper_writes_it(
     dra_cluster: DRACluster, setup: Setup, tmp_path: Path
 ) -> None:
     dra_cluster.create_claim_template("one-nic", device_class="nic", request="nic")
-    dra_cluster.create_pod("app", claim_template="one-nic", containers=("ctr", "sidecar"))
-    pod = dra_cluster.wait_pod_prepared("app")
-    (claim,) = dra_cluster.pod_claims("app")
-    uid = claim["metadata"]["uid"]
-    (result,) = claim["status"]["allocation"]["devices"]["results"]
-    device = result["device"]
-
     # A claim from a template: under the pod's name for it ("devices"), in each container.
     path = container_path(DRIVER, "nic", pod_claim_name="devices")
     assert path == (
         "/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/devices/nic/"
         "nic.example.com-metadata.json"
     )
+    # Each container's process reads it at that path (the reporter's arguments).
+    dra_cluster.create_pod(
+        "app", claim_template="one-nic", containers=("ctr", "sidecar"), args=[path]
+    )
+    pod = dra_cluster.wait_pod_prepared("app")
+    (claim,) = dra_cluster.pod_claims("app")
+    uid = claim["metadata"]["uid"]
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    device = result["device"]
+
     source = setup.metadata_mount(pod.containers["ctr"], path)
     assert setup.metadata_mount(pod.containers["sidecar"], path) == source
+    first_text = source.read_text()
+    for name in ("ctr", "sidecar"):
+        process = pod.containers[name].process
+        assert process is not None, f"container {name} did not run"
+        assert process.report.files[path] == first_text
     assert pod.containers["ctr"].env == [f"NIC_{device[4:]}=1"]  # the driver's own edits too
 
     decoded = go_decode(source)
@@ -220,6 +228,11 @@ def test_a_container_gets_its_requests_metadata_as_gos_helper_writes_it(
     assert go_decode(source)["object"] == expected_object(
         claim, 2, "devices", [{"name": "nic", "devices": [{**nic, "networkData": network}]}]
     )
+    # A running container keeps the file it started with: a bind mount of a file holds its
+    # inode, and both helpers replace the file by a rename (so that no reader sees half of
+    # it). In a real pod the network's update lands between the sandbox and the containers'
+    # start, so they are given the new file; here they started right after prepare.
+    assert dra_cluster.report_now("app", files=[path]).files[path] == first_text
     update = go_helper(
         "update",
         driver=DRIVER,

@@ -80,6 +80,14 @@ def demo_env(device: str) -> list[str]:
     return [f"DEMO_DEVICE_{device.split('-')[-1]}=1"]
 
 
+def seen_demo_env(pod: PreparedPod) -> list[str]:
+    """The DEMO_ variables the container's process itself saw (runc ran it)."""
+    process = pod.containers["ctr"].process
+    assert process is not None, "the container did not run"
+    env = process.report.env
+    return [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith("DEMO_")]
+
+
 def test_a_pod_gets_exactly_its_allocated_device_and_gives_it_back(
     dra_cluster: DRACluster, example: ModuleType, example_nodes: list[str]
 ) -> None:
@@ -92,6 +100,7 @@ def test_a_pod_gets_exactly_its_allocated_device_and_gives_it_back(
     assert first.node == pool
     ctr = first.containers["ctr"]
     assert ctr.env == demo_env(device)
+    assert seen_demo_env(first) == demo_env(device)
     assert ctr.cdi_devices == [f"{example.DRIVER}/device={claim_uid}-{device}"]
     spec = dra_cluster.nodes[first.node].cdi_dir / f"{example.DRIVER}-{claim_uid}.json"
     assert spec.is_file()
@@ -107,6 +116,7 @@ def test_a_pod_gets_exactly_its_allocated_device_and_gives_it_back(
     for name, pod in pods.items():
         _, its_pool, its_device = allocated(dra_cluster, name)
         assert (pod.node, pod.containers["ctr"].env) == (its_pool, demo_env(its_device))
+        assert seen_demo_env(pod) == demo_env(its_device)
 
     # One more: nothing is left, and the scheduler says so.
     dra_cluster.create_pod("pod-extra", claim_template="one-demo")
@@ -122,3 +132,4 @@ def test_a_pod_gets_exactly_its_allocated_device_and_gives_it_back(
     _, pool_after, device_after = allocated(dra_cluster, "pod-extra")
     assert (pool_after, device_after) == (pool, device)
     assert (extra.node, extra.containers["ctr"].env) == (first.node, demo_env(device))
+    assert seen_demo_env(extra) == demo_env(device)

@@ -44,7 +44,9 @@ EVICTING = [r for r in fixtures.tested_releases() if version(r) >= (1, 33)]
 
 @pytest.fixture(params=EVICTING)
 def cluster(request: pytest.FixtureRequest) -> Iterator[DRACluster]:
-    with running_dra_cluster(release=request.param) as started:
+    with running_dra_cluster(
+        release=request.param, containers=fixtures.dra_containers(request.config)
+    ) as started:
         assert started.device_taint_eviction
         yield started
 

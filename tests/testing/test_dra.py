@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 from resourceslice.testing import ClusterError, start_dra_cluster
 from resourceslice.testing.cluster import DEFAULT_RELEASE, module_files, releases
 from resourceslice.testing.dra import release_tags
+from resourceslice.testing.plugin import dra_containers
+from resourceslice.testing.runtime import runtime_available
 
 DRACLUSTER = Path(__file__).resolve().parents[2] / "python/resourceslice/testing/dracluster"
 
@@ -58,3 +61,17 @@ def test_a_binding_timeout_kube_scheduler_would_refuse_is_refused_first(
     # Below 1 s (the scheduler's validation) or on a scheduler without binding conditions.
     with pytest.raises(ValueError, match=rf"binding_timeout={timeout}.*this is {release}"):
         start_dra_cluster(binding_timeout=timeout, release=release)
+
+
+def test_containers_required_where_runc_cannot_run_are_refused_with_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert runtime_available() == "not root (uid 1000): rootless containers are not set up"
+    with pytest.raises(ClusterError, match=r"containers=True, but runc cannot run containers "):
+        start_dra_cluster(containers=True)
+
+
+def test_the_ini_option_says_whether_containers_must_run(pytestconfig: pytest.Config) -> None:
+    # This project's own DRA tests require running containers (pyproject.toml).
+    assert dra_containers(pytestconfig) is True

@@ -15,9 +15,19 @@ to the apiserver's release and built once per machine like it) holding:
   bound to the node and ``NodeUnprepareResources`` when it is deleted (kubelet's checkpoint
   included), and read the driver's health stream into the pods' status (1.34 and newer);
 - **CDI as container runtimes apply it**: each container's CDI device IDs resolved in the
-  node's CDI directory with the CDI library and injected into an OCI spec.
+  node's CDI directory with the CDI library and injected into an OCI spec;
+- **a container runtime** where runc can run (:func:`~resourceslice.testing.runtime.
+  runtime_available`): each container of a prepared pod runs with runc
+  (:mod:`resourceslice.testing.runtime`) from the OCI spec containerd would make (a base
+  spec, the container's arguments and literal environment, its CDI devices injected), as a
+  static program that reports what it sees (``PreparedPod.containers[name].process``). A
+  container that cannot start fails the pod as kubelet's ``CreateContainerError``; a deleted
+  pod's containers get SIGTERM (SIGKILL after its grace period) before its claims are
+  unprepared. Where runc cannot run, the edits are computed and nothing runs
+  (``start_dra_cluster(containers=True)`` requires it instead).
 
-Only a container runtime is missing: nothing runs in the containers. A driver test::
+Images, networking (CNI) and the rest of kubelet's pod sync are not simulated. A driver
+test::
 
     with running_dra_cluster() as cluster:           # or the ``dra_cluster`` pytest fixture
         node = cluster.add_node("node-1", labels={"gpu": "true"})
@@ -30,7 +40,8 @@ Only a container runtime is missing: nothing runs in the containers. A driver te
         cluster.create_claim_template("one-gpu", device_class="gpu")
         cluster.create_pod("pod-1", claim_template="one-gpu")
         pod = cluster.wait_pod_prepared("pod-1")        # or PodNotPrepared saying why
-        assert "GPU=0" in pod.containers["ctr"].env
+        assert "GPU=0" in pod.containers["ctr"].env     # the edits the runtime applied
+        assert pod.containers["ctr"].process.report.env["GPU"] == "0"   # what the process saw
         cluster.delete_pod("pod-1")                      # released, its claim deallocated
 """
 
@@ -38,8 +49,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -63,6 +76,17 @@ from resourceslice.testing.cluster import (
     start_cluster,
 )
 from resourceslice.testing.polling import wait_until
+from resourceslice.testing.runtime import (
+    REPORTER_PATH,
+    Report,
+    RuncError,
+    base_spec,
+    build_reporter,
+    build_runc,
+    runtime_available,
+)
+
+_log = logging.getLogger(__name__)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -135,6 +159,23 @@ class SimulatedNode:
 
 
 @dataclass(frozen=True)
+class ContainerProcess:
+    """A container's process, run by runc: what it printed first, which says what it saw."""
+
+    #: runc's container ID (the pod status's ``containerID`` is ``runc://<id>``).
+    id: str
+    #: The process's ID, as this machine sees it.
+    pid: int
+    #: The line the process printed (the reporter's JSON report).
+    output: str
+
+    @property
+    def report(self) -> Report:
+        """What the process saw: its environment, mounts, device nodes and named files."""
+        return Report.from_json(json.loads(self.output))
+
+
+@dataclass(frozen=True)
 class ContainerEdits:
     """What the container runtime applied to one container from its CDI devices."""
 
@@ -148,15 +189,22 @@ class ContainerEdits:
     device_nodes: list[dict[str, Any]]
     #: OCI hooks, or None.
     hooks: dict[str, Any] | None
+    #: The container's process when it runs (the cluster runs containers, and this is not an
+    #: init container), else None. Not compared: equal edits are equal whatever ran them.
+    process: ContainerProcess | None = field(default=None, compare=False)
 
     @classmethod
     def from_report(cls, report: Mapping[str, Any]) -> ContainerEdits:
+        process = report.get("process")
         return cls(
             cdi_devices=list(report["cdiDevices"]),
             env=list(report["env"]),
             mounts=list(report["mounts"]),
             device_nodes=list(report["deviceNodes"]),
             hooks=report.get("hooks"),
+            process=ContainerProcess(process["id"], process["pid"], process["output"])
+            if process
+            else None,
         )
 
 
@@ -190,7 +238,8 @@ class Eviction:
 
 class PodNotPrepared(AssertionError):
     """A pod was not prepared in time; ``reason`` says why, as a user would find it: the
-    scheduler's condition, or the error kubelet reported for the driver's prepare."""
+    scheduler's condition, the error kubelet reported for the driver's prepare, or the
+    runtime's error for a container that did not start (``CreateContainerError: ...``)."""
 
     def __init__(self, pod: str, reason: str) -> None:
         super().__init__(f"pod {pod} was not prepared: {reason}")
@@ -219,6 +268,7 @@ class DRACluster:
         node_root: Path,
         max_nodes: int | None = None,
         device_taint_eviction: bool = False,
+        why_no_containers: str | None = "not asked for",
     ) -> None:
         self.apiserver = apiserver
         #: How many nodes :meth:`add_node` can add (None: no limit). Kubelet 1.32 and 1.33
@@ -227,6 +277,8 @@ class DRACluster:
         #: Whether the device-taint eviction controller runs: 1.33 and newer (1.32 has no
         #: device taints).
         self.device_taint_eviction = device_taint_eviction
+        #: Why the nodes do not run their pods' containers, or None when they do (runc).
+        self.why_no_containers = why_no_containers
         self._process = process
         self._node_root = node_root
         self._client = apiserver.api_client("admin")
@@ -436,9 +488,15 @@ class DRACluster:
         containers: Sequence[str] = ("ctr",),
         node_selector: Mapping[str, str] | None = None,
         namespace: str = DEFAULT_NAMESPACE,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """A Pod whose ``containers`` all use one claim: made from ``claim_template``, or the
-        existing ``claim``. The scheduler places it; the node prepares it."""
+        existing ``claim``. The scheduler places it; the node prepares it.
+
+        ``args`` and ``env``: each container's arguments and environment. Where containers
+        run, the arguments are the paths of the files whose contents the process reports
+        (``process.report.files``)."""
         if (claim_template is None) == (claim is None):
             raise ValueError("give exactly one of claim_template and claim")
         self._ensure_namespace(namespace)
@@ -453,6 +511,8 @@ class DRACluster:
                     "name": c,
                     "image": "registry.k8s.io/pause:3.10",
                     "resources": {"claims": [{"name": "devices"}]},
+                    **({"args": list(args)} if args else {}),
+                    **({"env": [{"name": k, "value": v} for k, v in env.items()]} if env else {}),
                 }
                 for c in containers
             ],
@@ -513,10 +573,17 @@ class DRACluster:
             raise
         return claim
 
+    @property
+    def runs_containers(self) -> bool:
+        """Whether the nodes run their pods' containers (with runc)."""
+        return self.why_no_containers is None
+
     def why_not_prepared(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> str:
         """Why the pod has no devices yet, where a user would look: the scheduler's
-        ``PodScheduled`` condition while it is not placed, else the error kubelet reported
-        for its claims (the ``FailedPrepareDynamicResources`` event), else ``"pending"``."""
+        ``PodScheduled`` condition while it is not placed, else the last error kubelet
+        reported for it: its claims' (the ``FailedPrepareDynamicResources`` event) or a
+        container's that did not start (``CreateContainerError: <the runtime's error>``),
+        else ``"pending"``."""
         pod = self.get_pod(name, namespace)
         if pod is None:
             return "the pod does not exist"
@@ -526,9 +593,10 @@ class DRACluster:
                     return f"{condition.get('reason')}: {condition.get('message')}"
             return "not scheduled yet"
         failures = [
-            e["error"]
-            for e in self._process.events("prepareFailed")
-            if e["pod"]["uid"] == pod["metadata"]["uid"]
+            f"{e['reason']}: {e['error']}" if e.get("event") == "containerFailed" else e["error"]
+            for e in self._process.events()
+            if e.get("event") in ("prepareFailed", "containerFailed")
+            and e["pod"]["uid"] == pod["metadata"]["uid"]
         ]
         return failures[-1] if failures else "pending"
 
@@ -587,6 +655,31 @@ class DRACluster:
         )
         return str(event["error"])
 
+    def wait_container_failed(
+        self,
+        name: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        container: str | None = None,
+        timeout: float = 60.0,
+    ) -> str:
+        """Wait until a container of the pod (``container``, or any) failed to start; the
+        runtime's error, as kubelet reports it in the container's ``CreateContainerError``
+        waiting state and the pod's ``Failed`` event."""
+        pod = self.get_pod(name, namespace)
+        if pod is None:
+            raise ClusterError(f"pod {namespace}/{name} does not exist")
+        uid = pod["metadata"]["uid"]
+        event = self._process.wait_event(
+            lambda e: (
+                e.get("event") == "containerFailed"
+                and _pod_key(e) == (namespace, name, uid)
+                and container in (None, e["container"])
+            ),
+            timeout=timeout,
+        )
+        return str(event["error"])
+
     def wait_pod_unschedulable(
         self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
     ) -> str:
@@ -612,7 +705,8 @@ class DRACluster:
         self, name: str, container: str = "ctr", namespace: str = DEFAULT_NAMESPACE
     ) -> ContainerEdits:
         """The CDI edits the runtime applies to ``container`` if it starts now (as after a
-        container restart): resolved anew from the node's CDI directory."""
+        container restart): resolved anew from the node's CDI directory; ``process``: the
+        container that runs now, and what it saw when it started."""
         pod = self.get_pod(name, namespace)
         if pod is None or not pod["spec"].get("nodeName"):
             raise ClusterError(f"pod {namespace}/{name} is not on a node")
@@ -622,6 +716,34 @@ class DRACluster:
         if answer.get("error"):
             raise ClusterError(f"pod {namespace}/{name}: {answer['error']}")
         return ContainerEdits.from_report(answer["containers"][container])
+
+    def report_now(
+        self,
+        name: str,
+        container: str = "ctr",
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        files: Sequence[str] = (),
+    ) -> Report:
+        """What the running ``container`` sees now: the reporter run again inside it (``runc
+        exec``, as ``kubectl exec`` does), reading ``files`` — a file replaced on the host
+        after the container started, say, which a bind mount may not show."""
+        process = self.container_edits(name, container, namespace).process
+        if process is None:
+            raise ClusterError(f"container {container} of pod {namespace}/{name} does not run")
+        pod = self.get_pod(name, namespace) or {}
+        state = self._node_root / pod["spec"]["nodeName"] / "runtime" / "state"
+        args = ["exec", "--env", "REPORTER_ONCE=1", process.id, REPORTER_PATH, *files]
+        done = subprocess.run(
+            [str(build_runc(quiet=True)), "--root", str(state), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuncError(args, f"exit {done.returncode}", done.stderr)
+        return Report.from_json(json.loads(done.stdout.split("\n", 1)[0]))
 
     def delete_pod(
         self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
@@ -762,19 +884,64 @@ class DRACluster:
     # --- life ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the components and the apiserver, and remove their directories."""
+        """Stop the components (the containers with them) and the apiserver, and remove
+        their directories."""
         try:
             self._process.close()
             self._client.close()
         finally:
-            self.apiserver.close()
-            shutil.rmtree(self._node_root, ignore_errors=True)
+            try:
+                if self.runs_containers:
+                    _remove_containers(self._node_root)
+            finally:
+                self.apiserver.close()
+                shutil.rmtree(self._node_root, ignore_errors=True)
 
     def __enter__(self) -> DRACluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _remove_containers(node_root: Path) -> None:
+    """Kill and delete any container a node's runtime left (the program stops its own; this
+    is for one that was killed): runc's state of each node is ``<node>/runtime/state``."""
+    runc = build_runc(quiet=True)
+    for state in node_root.glob("*/runtime/state"):
+        listed = subprocess.run(
+            [str(runc), "--root", str(state), "list", "--quiet"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for container_id in listed.stdout.split():
+            subprocess.run(
+                [str(runc), "--root", str(state), "delete", "--force", container_id],
+                capture_output=True,
+                check=False,
+            )
+
+
+def _why_no_containers(containers: bool | None) -> str | None:
+    """Why the nodes will run no containers (None: they will); ClusterError when they must
+    and cannot."""
+    if containers is False:
+        return "containers=False"
+    why_not = runtime_available()
+    if why_not is not None:
+        if containers:
+            raise ClusterError(f"containers=True, but runc cannot run containers here: {why_not}")
+        _log.warning("the DRA cluster's nodes run no containers: %s", why_not)
+    return why_not
+
+
+def _runtime_args(node_root: Path) -> list[str]:
+    """The DRA program's flags that have its nodes run containers (runc and the reporter
+    built first, when not yet)."""
+    spec = node_root / "base-spec.json"
+    spec.write_text(json.dumps(base_spec([REPORTER_PATH])))
+    return [f"--runc={build_runc()}", f"--reporter={build_reporter()}", f"--base-spec={spec}"]
 
 
 def start_dra_cluster(
@@ -784,9 +951,15 @@ def start_dra_cluster(
     apiserver: TestCluster | None = None,
     timeout: float = 180.0,
     binding_timeout: float | None = None,
+    containers: bool | None = None,
 ) -> DRACluster:
     """Start a test apiserver of ``release`` (or use ``apiserver``, which the cluster then
     owns) and the DRA components of the same release against it; ready on return.
+
+    ``containers``: whether the nodes run their pods' containers with runc. None: where runc
+    can run (:func:`~resourceslice.testing.runtime.runtime_available`), else not, with a
+    warning logged saying why; True: required (:class:`ClusterError` where runc cannot run);
+    False: never. :attr:`DRACluster.why_no_containers` says which it is.
 
     ``retry_period``: how soon a node retries a pod whose prepare failed (kubelet waits 10 s;
     tests want less). ``binding_timeout``: how long kube-scheduler waits for a device's
@@ -800,12 +973,14 @@ def start_dra_cluster(
             f"binding_timeout={binding_timeout}: kube-scheduler takes one of at least 1 s, "
             f"from release 1.34 (this is {release})"
         )
+    why_no_containers = _why_no_containers(containers)
     binary = build_dra_cluster(release=release)
     if apiserver is not None and apiserver.release != release:
         raise ClusterError(f"the apiserver is {apiserver.release}'s, the components {release}'s")
     server = apiserver if apiserver is not None else start_cluster(timeout=timeout, release=release)
     node_root = Path(tempfile.mkdtemp(prefix="rs-dra-"))
     try:
+        runtime_args = _runtime_args(node_root) if why_no_containers is None else []
         process = JsonLinesProcess(
             [
                 str(binary),
@@ -814,6 +989,7 @@ def start_dra_cluster(
                 f"--feature-gates={server.feature_gates}",
                 f"--retry-period={retry_period}s",
                 f"--binding-timeout={binding_timeout or 0}s",
+                *runtime_args,
                 "-v=2",
             ],
             log_path=server.data_dir / "dracluster.log",
@@ -834,6 +1010,7 @@ def start_dra_cluster(
         node_root,
         max_nodes=ready.get("maxNodes") or None,
         device_taint_eviction=bool(ready.get("deviceTaintEviction")),
+        why_no_containers=why_no_containers,
     )
 
 

@@ -2,6 +2,10 @@
 
 A cluster that cannot be built or started makes the tests that use it **fail** with the
 reason (Go missing, build error, server log); they are never skipped silently.
+
+The ini option ``dra_containers`` says whether the DRA cluster fixtures run their pods'
+containers with runc: ``auto`` (the default: where runc can run), ``require`` (fail where it
+cannot) or ``off``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,23 @@ from resourceslice.testing.cluster import (
     start_cluster,
 )
 from resourceslice.testing.dra import DRACluster, running_dra_cluster
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "dra_containers",
+        "whether the DRA cluster fixtures run containers with runc: auto, require or off",
+        default="auto",
+    )
+
+
+def dra_containers(config: pytest.Config) -> bool | None:
+    """``start_dra_cluster``'s ``containers`` for the ``dra_containers`` ini option."""
+    value = str(config.getini("dra_containers"))
+    choices: dict[str, bool | None] = {"auto": None, "require": True, "off": False}
+    if value not in choices:
+        raise pytest.UsageError(f"dra_containers = {value!r}: give auto, require or off")
+    return choices[value]
 
 
 def tested_releases() -> tuple[str, ...]:
@@ -99,11 +120,11 @@ def release_client(release_cluster: TestCluster) -> Iterator[kubernetes.client.A
 
 
 @pytest.fixture
-def dra_cluster() -> Iterator[DRACluster]:
+def dra_cluster(pytestconfig: pytest.Config) -> Iterator[DRACluster]:
     """A DRA cluster of the test's own: an apiserver with kube-scheduler, the resourceclaim
     controller and simulated kubelets (:mod:`resourceslice.testing.dra`); the test adds its
     nodes with ``dra_cluster.add_node(...)``. Stopped and removed after the test."""
-    with running_dra_cluster() as cluster:
+    with running_dra_cluster(containers=dra_containers(pytestconfig)) as cluster:
         yield cluster
 
 
@@ -111,5 +132,7 @@ def dra_cluster() -> Iterator[DRACluster]:
 def release_dra_cluster(request: pytest.FixtureRequest) -> Iterator[DRACluster]:
     """:func:`dra_cluster` once per Kubernetes release: the apiserver and every component of
     that release (the test id carries it: ``test_x[1.33]``)."""
-    with running_dra_cluster(release=request.param) as cluster:
+    with running_dra_cluster(
+        release=request.param, containers=dra_containers(request.config)
+    ) as cluster:
         yield cluster

@@ -19,21 +19,28 @@
 //   - CDI as container runtimes apply it: each container's CDI device IDs (from the DRA
 //     manager's GetResources) are resolved in the node's CDI spec directory with the CDI
 //     library and injected into an OCI runtime spec, whose env, mounts, device nodes and hooks
-//     are reported.
-//
-// Only the container runtime itself is absent: nothing runs in the containers.
+//     are reported;
+//   - with --runc, a container runtime: each container of a prepared pod runs with runc, from
+//     the OCI spec containerd would make (a base spec, the container's arguments and
+//     environment, the CDI devices injected), as a static reporter program that prints what it
+//     sees (runtime.go); a deleted pod's containers get SIGTERM, then SIGKILL after its grace
+//     period, before its claims are unprepared. Without --runc, nothing runs in the containers.
 //
 // It speaks JSON lines: commands on stdin, answers and events on stdout.
 //
 //	stdin:  {"id": 1, "op": "addNode", "node": "n1", "labels": {"k": "v"}}
 //	        {"id": 2, "op": "inject", "node": "n1", "namespace": "default", "pod": "p"}
 //	        {"id": 3, "op": "stopKubelet"|"startKubelet", "node": "n1"}
-//	stdout: {"event": "ready", "maxNodes": 0, "deviceTaintEviction": true, "at": <Unix seconds>}
+//	stdout: {"event": "ready", "maxNodes": 0, "deviceTaintEviction": true, "containers": true, "at": <Unix seconds>}
 //	        (every event has "at"; maxNodes 0: no limit; deviceTaintEviction: the eviction
-//	        controller runs)
+//	        controller runs; containers: they run, with --runc)
 //	        {"id": 1, "node": "n1", "dirs": {"registry": ..., "plugins": ..., "cdi": ..., "state": ...}}
 //	        {"event": "register"|"deregister", "node": ..., "driver": ..., "endpoint": ..., "error": ...}
 //	        {"event": "prepared", "node": ..., "pod": {...}, "containers": {"<name>": {...}}}
+//	        (a container's entry has "process": {"id": <runc's>, "pid": ..., "output": <its
+//	        first line>} when it runs)
+//	        {"event": "containerFailed", "node": ..., "pod": {...}, "container": ..., "reason": "CreateContainerError", "error": ...}
+//	        {"event": "stopped", "node": ..., "pod": {...}, "container": ..., "signal": "TERM"|"KILL"|"", "exitCode": ...}
 //	        {"event": "prepareFailed"|"unprepareFailed", "node": ..., "pod": {...}, "error": ...}
 //	        {"event": "unprepared", "node": ..., "pod": {...}, "disruption": {"reason": ..., "message": ...}}
 //	        (disruption: the pod's DisruptionTarget condition, when it has one)
@@ -66,6 +73,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -191,7 +199,12 @@ type cluster struct {
 	recorder    record.EventRecorderLogger
 	mutex       sync.Mutex
 	nodes       map[string]*node
+	// runtime: runc, the reporter and the base OCI spec each node's container runtime uses;
+	// nil when containers do not run.
+	runtime *runtimeConfig
 }
+
+type runtimeConfig struct{ runc, reporter, baseSpec string }
 
 // node is one simulated kubelet: its DRA manager and plugin manager, and a queue of the
 // pods bound to it (keyed by UID) that its worker syncs one at a time, as kubelet's pod
@@ -217,6 +230,9 @@ type node struct {
 	unprepared map[types.UID]bool
 	// healthChanged: prepared pods whose devices' health changed since their status was written.
 	healthChanged map[types.UID]bool
+	// runtime runs the prepared pods' containers (nil when containers do not run); it is
+	// the node's, not its kubelet's, and keeps running through a kubelet restart.
+	runtime *containerRuntime
 }
 
 // draManager is kubelet's DRA manager as this program uses it: the same methods in every
@@ -331,6 +347,13 @@ func (c *cluster) addNode(ctx context.Context, name string, labels map[string]st
 		return nil, fmt.Errorf("create Node %s: %w", name, err)
 	}
 	n := &node{cluster: c, name: name, dirs: dirs}
+	if c.runtime != nil {
+		runtime, err := newContainerRuntime(c.runtime.runc, c.runtime.reporter, c.runtime.baseSpec, filepath.Join(root, "runtime"))
+		if err != nil {
+			return nil, err
+		}
+		n.runtime = runtime
+	}
 	n.life.Lock()
 	defer n.life.Unlock()
 	if err := n.startKubelet(ctx); err != nil {
@@ -527,6 +550,13 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 		n.mutex.Lock()
 		done := n.unprepared[uid]
 		n.mutex.Unlock()
+		if n.runtime != nil {
+			// kubelet kills the containers (SyncTerminatingPod) before it unprepares the
+			// claims (SyncTerminatedPod).
+			for _, how := range n.runtime.stopPod(uid, gracePeriod(pod)) {
+				n.out.write(map[string]any{"event": "stopped", "node": n.name, "pod": refOf(pod), "container": how.Container, "signal": how.Signal, "exitCode": how.ExitCode})
+			}
+		}
 		if !done {
 			if err := n.manager.UnprepareResources(ctx, pod); err != nil {
 				n.out.write(map[string]any{"event": "unprepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
@@ -590,10 +620,13 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 		n.out.write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
 		return err
 	}
+	if err := n.runContainers(ctx, pod, containers); err != nil {
+		return err
+	}
 	n.mutex.Lock()
 	n.prepared[uid] = true
 	n.mutex.Unlock()
-	if err := n.markRunning(ctx, pod); err != nil {
+	if err := n.markRunning(ctx, pod, containers); err != nil {
 		klog.FromContext(ctx).Error(err, "pod status not updated", "pod", klog.KObj(pod))
 	}
 	n.out.write(map[string]any{"event": "prepared", "node": n.name, "pod": refOf(pod), "containers": containers})
@@ -604,21 +637,17 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 // kubelet gives them the CDI device IDs of the DRA manager's GetResources: the specs are read
 // from the node's CDI directory with the CDI library.
 func (n *node) inject(pod *v1.Pod) (map[string]any, error) {
-	registry, err := cdi.NewCache(cdi.WithSpecDirs(n.dirs["cdi"]), cdi.WithAutoRefresh(false))
+	registry, err := n.cdiRegistry()
 	if err != nil {
-		return nil, fmt.Errorf("CDI spec directory: %w", err)
+		return nil, err
 	}
 	result := map[string]any{}
 	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i := range all {
 		container := &all[i]
-		info, err := n.manager.GetResources(pod, container)
+		ids, err := n.cdiDevices(pod, container)
 		if err != nil {
 			return nil, err
-		}
-		ids := []string{}
-		for _, device := range info.CDIDevices {
-			ids = append(ids, device.Name)
 		}
 		spec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
 		if len(ids) > 0 {
@@ -645,32 +674,137 @@ func (n *node) inject(pod *v1.Pod) (map[string]any, error) {
 			"deviceNodes": devices,
 			"hooks":       spec.Hooks,
 		}
+		if n.runtime != nil {
+			if c := n.runtime.running(pod.UID, container.Name); c != nil {
+				result[container.Name].(map[string]any)["process"] = c.process()
+			}
+		}
 	}
 	return result, nil
 }
 
+// cdiRegistry reads the node's CDI spec directory with the CDI library, as a runtime does
+// when it starts a container.
+func (n *node) cdiRegistry() (*cdi.Cache, error) {
+	registry, err := cdi.NewCache(cdi.WithSpecDirs(n.dirs["cdi"]), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec directory: %w", err)
+	}
+	return registry, nil
+}
+
+// cdiDevices are the CDI device IDs kubelet gives the runtime for the container (from the
+// DRA manager's GetResources).
+func (n *node) cdiDevices(pod *v1.Pod, container *v1.Container) ([]string, error) {
+	info, err := n.manager.GetResources(pod, container)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	for _, device := range info.CDIDevices {
+		ids = append(ids, device.Name)
+	}
+	return ids, nil
+}
+
+// runContainers starts each of the pod's containers that does not run yet with the node's
+// runtime, and adds what its process reported to its entry of edits. A container that fails
+// to start is reported as kubelet reports CreateContainerError: an event on the pod and the
+// container's waiting state, and the pod is retried. Init containers are not run (the
+// reporter never exits, and an init container must).
+func (n *node) runContainers(ctx context.Context, pod *v1.Pod, edits map[string]any) error {
+	if n.runtime == nil {
+		return nil
+	}
+	registry, err := n.cdiRegistry()
+	if err != nil {
+		return err
+	}
+	for i := range pod.Spec.Containers {
+		container := &pod.Spec.Containers[i]
+		c := n.runtime.running(pod.UID, container.Name)
+		if c == nil {
+			ids, err := n.cdiDevices(pod, container)
+			if err == nil {
+				c, err = n.runtime.start(pod, container, registry, ids)
+			}
+			if err != nil {
+				n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
+				if err := n.markCreateFailed(ctx, pod, container.Name, err); err != nil {
+					klog.FromContext(ctx).Error(err, "pod status not updated", "pod", klog.KObj(pod))
+				}
+				n.out.write(map[string]any{"event": "containerFailed", "node": n.name, "pod": refOf(pod), "container": container.Name, "reason": "CreateContainerError", "error": err.Error()})
+				return err
+			}
+		}
+		edits[container.Name].(map[string]any)["process"] = c.process()
+	}
+	return nil
+}
+
+// markCreateFailed writes the container's waiting state as kubelet does when the runtime
+// cannot create it.
+func (n *node) markCreateFailed(ctx context.Context, pod *v1.Pod, name string, failure error) error {
+	return n.updateStatus(ctx, pod, func(updated *v1.Pod) {
+		var statuses []v1.ContainerStatus
+		for _, container := range pod.Spec.Containers {
+			status := v1.ContainerStatus{Name: container.Name, Image: container.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+			if container.Name == name {
+				status.State.Waiting = &v1.ContainerStateWaiting{Reason: "CreateContainerError", Message: failure.Error()}
+			}
+			statuses = append(statuses, status)
+		}
+		updated.Status.ContainerStatuses = statuses
+	})
+}
+
+// updateStatus writes the pod's status as change makes it, from the pod as stored when the
+// informer's copy is stale (a conflict), as kubelet's status manager does.
+func (n *node) updateStatus(ctx context.Context, pod *v1.Pod, change func(*v1.Pod)) error {
+	current := pod
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		updated := current.DeepCopy()
+		change(updated)
+		_, err := n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			stored, getErr := n.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			if stored.UID != pod.UID {
+				return nil // another pod of the name: this one is gone
+			}
+			current = stored
+		}
+		return err
+	})
+}
+
 // markRunning writes the status kubelet would once the containers started: running, each
 // container started and ready, and the health of its devices.
-func (n *node) markRunning(ctx context.Context, pod *v1.Pod) error {
-	updated := pod.DeepCopy()
+func (n *node) markRunning(ctx context.Context, pod *v1.Pod, edits map[string]any) error {
 	now := metav1.Now()
-	updated.Status.Phase = v1.PodRunning
-	updated.Status.StartTime = &now
-	updated.Status.HostIP = "127.0.0.1"
-	for _, kind := range []v1.PodConditionType{v1.PodInitialized, v1.ContainersReady, v1.PodReady} {
-		updated.Status.Conditions = append(updated.Status.Conditions, v1.PodCondition{Type: kind, Status: v1.ConditionTrue, LastTransitionTime: now})
-	}
-	started := true
-	updated.Status.ContainerStatuses = nil
-	for _, container := range pod.Spec.Containers {
-		updated.Status.ContainerStatuses = append(updated.Status.ContainerStatuses, v1.ContainerStatus{
-			Name: container.Name, Image: container.Image, ImageID: container.Image, Ready: true, Started: &started,
-			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}},
-		})
-	}
-	n.manager.UpdateAllocatedResourcesStatus(klog.FromContext(ctx), updated, &updated.Status)
-	_, err := n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	return err
+	return n.updateStatus(ctx, pod, func(updated *v1.Pod) {
+		updated.Status.Phase = v1.PodRunning
+		updated.Status.StartTime = &now
+		updated.Status.HostIP = "127.0.0.1"
+		for _, kind := range []v1.PodConditionType{v1.PodInitialized, v1.ContainersReady, v1.PodReady} {
+			updated.Status.Conditions = append(updated.Status.Conditions, v1.PodCondition{Type: kind, Status: v1.ConditionTrue, LastTransitionTime: now})
+		}
+		started := true
+		updated.Status.ContainerStatuses = nil
+		for _, container := range pod.Spec.Containers {
+			status := v1.ContainerStatus{
+				Name: container.Name, Image: container.Image, ImageID: container.Image, Ready: true, Started: &started,
+				State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}},
+			}
+			if process, ok := edits[container.Name].(map[string]any)["process"].(map[string]any); ok {
+				status.ContainerID = "runc://" + process["id"].(string)
+			}
+			updated.Status.ContainerStatuses = append(updated.Status.ContainerStatuses, status)
+		}
+		n.manager.UpdateAllocatedResourcesStatus(klog.FromContext(ctx), updated, &updated.Status)
+	})
 }
 
 // writeHealth writes the health of the pod's devices into its containers' statuses, as kubelet
@@ -766,15 +900,27 @@ func main() {
 	featureGates := flag.String("feature-gates", "", "the apiserver's feature gates, for every component")
 	retryPeriod := flag.Duration("retry-period", 10*time.Second, "how soon a node retries a pod whose sync failed (kubelet's pod worker: 10s)")
 	bindingTimeout := flag.Duration("binding-timeout", 0, "kube-scheduler's DynamicResourcesArgs.bindingTimeout (0: its default, 10m; 1.34 and newer)")
+	var runtime runtimeConfig
+	flag.StringVar(&runtime.runc, "runc", "", "runc's command: the nodes run their pods' containers with it (none: nothing runs)")
+	flag.StringVar(&runtime.reporter, "reporter", "", "with --runc: the static program every container runs")
+	flag.StringVar(&runtime.baseSpec, "base-spec", "", "with --runc: the base OCI runtime spec (JSON) of every container")
 	klog.InitFlags(nil)
 	flag.Parse()
-	if err := run(*kubeconfig, *dir, *featureGates, *retryPeriod, *bindingTimeout); err != nil {
+	var containers *runtimeConfig
+	if runtime.runc != "" {
+		if runtime.reporter == "" || runtime.baseSpec == "" {
+			fmt.Fprintln(os.Stderr, "dracluster: --runc needs --reporter and --base-spec")
+			os.Exit(2)
+		}
+		containers = &runtime
+	}
+	if err := run(*kubeconfig, *dir, *featureGates, *retryPeriod, *bindingTimeout, containers); err != nil {
 		fmt.Fprintln(os.Stderr, "dracluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, dir, featureGates string, retryPeriod, bindingTimeout time.Duration) error {
+func run(kubeconfig, dir, featureGates string, retryPeriod, bindingTimeout time.Duration, runtime *runtimeConfig) error {
 	if kubeconfig == "" || dir == "" {
 		return fmt.Errorf("--kubeconfig and --dir are required")
 	}
@@ -825,8 +971,9 @@ func run(kubeconfig, dir, featureGates string, retryPeriod, bindingTimeout time.
 		out:         out,
 		recorder:    broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet"}),
 		nodes:       map[string]*node{},
+		runtime:     runtime,
 	}
-	out.write(map[string]any{"event": "ready", "maxNodes": maxNodes, "deviceTaintEviction": evicting})
+	out.write(map[string]any{"event": "ready", "maxNodes": maxNodes, "deviceTaintEviction": evicting, "containers": runtime != nil})
 
 	var calls sync.WaitGroup
 	scanner := bufio.NewScanner(os.Stdin)
@@ -854,6 +1001,9 @@ func run(kubeconfig, dir, featureGates string, retryPeriod, bindingTimeout time.
 			n.stop = nil
 		}
 		n.life.Unlock()
+		if n.runtime != nil {
+			n.runtime.stopAll()
+		}
 	}
 	c.mutex.Unlock()
 	return nil

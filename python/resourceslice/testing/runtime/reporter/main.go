@@ -1,7 +1,8 @@
 // Command reporter is the process of a test container (resourceslice.testing.runtime): it
 // prints one JSON line to stdout with what it sees from inside (its environment, its mounts,
 // the device nodes under /dev, the contents of the files named by its arguments and by
-// REPORTER_FILES, colon-separated), then waits for SIGTERM and exits 0.
+// REPORTER_FILES, colon-separated), then waits for SIGTERM and exits 0 — or exits 0 at once
+// when REPORTER_ONCE is set (run by `runc exec` in a running container: what it sees now).
 //
 // Static (CGO_ENABLED=0) and without dependencies: the container's rootfs holds nothing else.
 package main
@@ -154,5 +155,8 @@ func main() {
 		os.Exit(2)
 	}
 	os.Stdout.Write(append(line, '\n'))
+	if os.Getenv("REPORTER_ONCE") != "" {
+		return
+	}
 	<-term
 }
