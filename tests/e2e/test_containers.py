@@ -158,6 +158,21 @@ def test_deletion_stops_the_container_before_the_claims_are_unprepared(
     assert not os.path.exists(f"/proc/{process.pid}")
 
 
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period(
+    dra_cluster: DRACluster, driver: NodeDriver
+) -> None:
+    dra_cluster.create_pod("app", claim_template="one-gpu", env={"REPORTER_IGNORE_TERM": "1"})
+    pod = dra_cluster.wait_pod_prepared("app")
+    process = pod.containers["ctr"].process
+    assert process is not None
+    driver.watched_pids.append(process.pid)
+    dra_cluster.delete_pod("app", grace_period=1)
+    (stopped,) = [e for e in dra_cluster.events("stopped") if e["pod"]["uid"] == pod.uid]
+    # runc exits as its process did: killed by signal 9.
+    assert (stopped["signal"], stopped["exitCode"]) == ("KILL", 128 + 9)
+    assert driver.running_at_unprepare == [False]
+
+
 def test_a_mount_whose_source_is_missing_fails_the_containers_start(
     dra_cluster: DRACluster, driver: NodeDriver, tmp_path: Path
 ) -> None:

@@ -64,7 +64,7 @@ from urllib.parse import quote
 from kubernetes.client.exceptions import ApiException
 
 from resourceslice._apiversion import ResourceSliceAPI
-from resourceslice._http import get_json, request, send_json
+from resourceslice._http import get_json, send_json
 from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing._jsonlines import Event, JsonLinesProcess
 from resourceslice.testing.cluster import (
@@ -746,13 +746,19 @@ class DRACluster:
         return Report.from_json(json.loads(done.stdout.split("\n", 1)[0]))
 
     def delete_pod(
-        self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
+        self,
+        name: str,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        timeout: float = 60.0,
+        grace_period: int | None = None,
     ) -> None:
-        """Delete the pod (gracefully, as ``kubectl delete``) and wait for what that does to
-        it: kubelet released its claims, the pod is gone, and no claim's ``reservedFor``
-        names it. A claim no other pod uses is then deallocated (deleted, when made from a
-        template), and waited for too; a claim another pod still uses stays allocated, and
-        kubelet keeps it prepared for that pod."""
+        """Delete the pod (gracefully, as ``kubectl delete [--grace-period]``) and wait for
+        what that does to it: its containers stopped (SIGTERM, SIGKILL once ``grace_period``
+        or the pod's own has passed), kubelet released its claims, the pod is gone, and no
+        claim's ``reservedFor`` names it. A claim no other pod uses is then deallocated
+        (deleted, when made from a template), and waited for too; a claim another pod still
+        uses stays allocated, and kubelet keeps it prepared for that pod."""
         pod = self.get_pod(name, namespace)
         if pod is None:
             return
@@ -763,7 +769,9 @@ class DRACluster:
         ]
         prepared = any(e["pod"]["uid"] == uid for e in self._process.events("prepared"))
         deadline = time.monotonic() + timeout
-        request(self._client, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        options = {} if grace_period is None else {"gracePeriodSeconds": grace_period}
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        send_json(self._client, "DELETE", path, json.dumps(options).encode())
         if prepared:
             # The node that prepared it says when kubelet released its claims (unprepared
             # them, or only its share of a claim another pod of the node still uses).

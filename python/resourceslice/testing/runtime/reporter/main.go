@@ -3,6 +3,8 @@
 // the device nodes under /dev, the contents of the files named by its arguments and by
 // REPORTER_FILES, colon-separated), then waits for SIGTERM and exits 0 — or exits 0 at once
 // when REPORTER_ONCE is set (run by `runc exec` in a running container: what it sees now).
+// With REPORTER_IGNORE_TERM set it ignores SIGTERM, as a process that will not stop does, and
+// only SIGKILL ends it.
 //
 // Static (CGO_ENABLED=0) and without dependencies: the container's rootfs holds nothing else.
 package main
@@ -17,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 type mount struct {
@@ -121,7 +124,12 @@ func devices() ([]device, error) {
 func main() {
 	// Registered before the report is written: a SIGTERM right after it is not lost.
 	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
+	ignoreTerm := os.Getenv("REPORTER_IGNORE_TERM") != ""
+	if ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(term, syscall.SIGTERM)
+	}
 
 	r := report{Env: map[string]string{}, Files: map[string]*string{}, Errors: map[string]string{}}
 	for _, kv := range os.Environ() {
@@ -157,6 +165,9 @@ func main() {
 	os.Stdout.Write(append(line, '\n'))
 	if os.Getenv("REPORTER_ONCE") != "" {
 		return
+	}
+	for ignoreTerm {
+		time.Sleep(time.Hour) // a sleeper, not a deadlock: only SIGKILL ends it
 	}
 	<-term
 }
