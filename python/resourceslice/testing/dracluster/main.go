@@ -206,9 +206,14 @@ type cluster struct {
 
 type runtimeConfig struct{ runc, reporter, baseSpec string }
 
+// podWorkers: how many of a node's pods are synced at once (kubelet has no bound; a test's
+// burst of pods on a node is a few dozen at most).
+const podWorkers = 8
+
 // node is one simulated kubelet: its DRA manager and plugin manager, and a queue of the
-// pods bound to it (keyed by UID) that its worker syncs one at a time, as kubelet's pod
-// workers do (retried after retryPeriod on error, as kubelet's backoff). Stopped and started
+// pods bound to it (keyed by UID) that its workers sync, each pod by one worker at a time and
+// up to podWorkers pods at once, as kubelet's pod workers do (a goroutine per pod there;
+// retried after retryPeriod on error, as kubelet's backoff). Stopped and started
 // again, it is a kubelet restart: what it knew is gone but for its state directory (the DRA
 // manager's checkpoint), as a real kubelet's memory is.
 type node struct {
@@ -417,18 +422,21 @@ func (n *node) startKubelet(ctx context.Context) error {
 	runPluginManager(nodeCtx, dirs["registry"], manager.GetWatcherHandler(), c.out.registrations(name), ready)
 
 	factory.Start(nodeCtx.Done())
-	worker := make(chan struct{})
-	go func() {
-		defer close(worker)
-		n.run(nodeCtx)
-	}()
+	var workers sync.WaitGroup
+	for range podWorkers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			n.run(nodeCtx)
+		}()
+	}
 	go n.watchHealth(nodeCtx)
 	n.stop = func() {
-		// The pod worker ends after its current sync (whose calls the context ends), the
+		// The pod workers end after their current syncs (whose calls the context ends), the
 		// informers and the plugin manager with the context; the DRA manager waits for its
 		// goroutines (1.34+).
 		cancel()
-		<-worker
+		workers.Wait()
 		factory.Shutdown()
 		if stopper, ok := manager.(interface{ Stop() }); ok {
 			stopper.Stop()
