@@ -9,54 +9,19 @@ few updates until as many are in flight, which only concurrent writes get throug
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 
 import resourceslice as rs
-from resourceslice._http import pool_manager
 
-from .controller_env import SYNC_TIMEOUT, ControllerEnv, device, pools
+from .controller_env import SYNC_TIMEOUT, ControllerEnv, Gate, device, pools
 
 pytestmark = pytest.mark.integration
 
 #: 4 devices a slice: 40 devices are 10 slices, slice k holding dev-4k .. dev-4k+3.
 PER_SLICE = 4
 DEVICES = 40
-#: How long the gate holds a write for the others to come: only reached when they do not.
-GATE_TIMEOUT = 10.0
-
-
-class Gate:
-    """Holds each of the next ``parties`` PUTs of ``client`` until that many are in flight
-    together; ``failed`` when they never were (a write waited ``GATE_TIMEOUT`` alone)."""
-
-    def __init__(self, client: Any) -> None:
-        self._lock = threading.Lock()
-        self._barrier: threading.Barrier | None = None
-        self._left = 0
-        self.failed = False
-        pool = pool_manager(client)
-        send = pool.request
-
-        def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                barrier = self._barrier if method.upper() == "PUT" and self._left > 0 else None
-                self._left -= barrier is not None
-            if barrier is not None:
-                try:
-                    barrier.wait(GATE_TIMEOUT)
-                except threading.BrokenBarrierError:
-                    self.failed = True
-            return send(method, url, *args, **kwargs)
-
-        pool.request = request
-
-    def arm(self, parties: int) -> None:
-        with self._lock:
-            self._barrier = threading.Barrier(parties)
-            self._left = parties
 
 
 def changed(i: int, v: int) -> dict[str, Any]:
