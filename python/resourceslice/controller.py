@@ -140,7 +140,8 @@ class Controller:
     ``max_concurrent_writes``: how many of one pool's writes may be in flight at once when
     they are in-place updates under the pool's kept generation, which may land in any order
     (docs/core.md §5); any other sync (a new generation, creates) writes one slice after
-    another. 1 writes every sync one slice after another.
+    another. 1 writes every sync one slice after another. The helpers that send them are
+    shared by all pools: ``workers + max_concurrent_writes - 1`` writes in flight at most.
 
     ``leader_election``: one of several replicas publishes, the one holding the
     :class:`LeaderElection`'s Lease; the others keep their view of the slices current and
@@ -270,9 +271,11 @@ class Controller:
             only_pool=self._only_pool,
             api=self._slices,
         )
-        # Threads that send a pool's independent updates beside its worker: at most
-        # max_concurrent_writes - 1 for each worker, started when first needed.
-        self._helper_count = workers * (max_concurrent_writes - 1)
+        # Threads that send a pool's independent updates beside its worker, started when
+        # first needed: max_concurrent_writes - 1, shared by the workers, so that all of the
+        # controller's writes in flight (workers + helpers) stay near the size of the
+        # client's connection pool (five per CPU) when several pools sync at once.
+        self._helper_count = max_concurrent_writes - 1
         self._helpers: ThreadPoolExecutor | None = None
         self._helpers_lock = threading.Lock()
         self._writer = SliceWriter(

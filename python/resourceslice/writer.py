@@ -276,7 +276,10 @@ class SliceWriter:
         ]
         send(False)
         for future in futures:
-            future.result()
+            # One that has not started (the helpers busy with other pools' writes) is not
+            # waited for: nothing is left for it to take.
+            if not future.cancel():
+                future.result()
         self._report_all(reports)
         if failures:
             raise failures[0]
