@@ -1,12 +1,15 @@
 """Health churn on the real apiserver, against Go's controller (k8s.io/dynamic-resource-
 allocation v0.37.2): one pool of 100,000 devices, a taint set or cleared on a random device
-50 times a second for 60 s.
+50 times a second for 60 s (CHURN_RATE, CHURN_SECONDS and CHURN_GO_SECONDS set others).
 
 Each side runs as a process of its own, with the same devices, seed and pacing: Python
 (benches/churn_subject.py) reports each change with ``update_devices()``; Go
 (benches/godriver/churn) with a full ``Update`` of the pool, which is how Go drivers use its
 controller. Both pack 64 devices a slice, the API's limit for a slice holding a tainted
-device (Go drivers split slices themselves). Neither client limits its write rate.
+device (Go drivers split slices themselves). Neither client limits its write rate, and
+neither waits to coalesce changes: Go's ``Update`` queues the pool at once, and the Python side
+runs with ``update_interval=0`` (CHURN_UPDATE_INTERVAL sets another; the controller's default
+is 1 s, which adds half a second to the median by itself).
 
 Figures: latency from a change (the subject's clock, just before its call) to the stored
 slice showing it (a watch of this process), for changes stored before the same device changed
