@@ -207,3 +207,37 @@ def test_churn_of_five_devices_in_five_slices_is_five_writes() -> None:
         desired, _ = core.prepare_desired(DRIVER, {"p": _desired(churned, None)}, _MAX_BYTES)
         plan = core.plan_pool(desired, "p", records, None, None)
         assert (label, plan.generation, len(plan.updates), plan.creates) == (label, 1, 5, [])
+
+
+def _plan(core: ModuleType, spec: dict[str, Any], records: list[Any]) -> Any:
+    desired, errors = core.prepare_desired(DRIVER, {"p": spec}, _MAX_BYTES)
+    assert errors == []
+    return core.plan_pool(desired, "p", records, None, None)
+
+
+def test_only_in_place_updates_under_the_kept_generation_go_concurrently() -> None:
+    """What the controller sends concurrently (resourceslice.writer.independent_updates):
+    isolated updates, not a single one, not a new generation, not a resumed one."""
+    state: list[Any] = [(0, 0)] * 40
+    churned = [(1, 0) if i % 8 == 0 else s for i, s in enumerate(state)]
+    one = [(1, 0) if i == 0 else s for i, s in enumerate(state)]
+    # Explicit slices: a device moved from one to another is a new generation, every slot
+    # rewritten in place (no create); cut short after two writes, it is resumed.
+    placement = [i % 4 for i in range(40)]
+    moved = [1 if i == 0 else p for i, p in enumerate(placement)]
+    for label, core in _CORES:
+        first = _plan(core, _desired(state, None), [])
+        assert not independent_updates(first, []), label  # a first publish: creates
+        records = apply(core, first, [])
+        assert independent_updates(_plan(core, _desired(churned, None), records), records)
+        assert not independent_updates(_plan(core, _desired(one, None), records), records)
+
+        records = apply(core, _plan(core, _desired(state, placement), []), [])
+        bump = _plan(core, _desired(state, moved), records)
+        assert (bump.generation, len(bump.updates), bump.creates) == (2, 4, []), label
+        assert not independent_updates(bump, records), label
+        step = SimpleNamespace(deletes=[], updates=bump.updates[:2], creates=[])
+        cut = apply(core, step, records)
+        resumed = _plan(core, _desired(state, moved), cut)
+        assert (resumed.generation, len(resumed.updates), resumed.creates) == (2, 2, []), label
+        assert not independent_updates(resumed, cut), label
