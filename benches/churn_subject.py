@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=22)
+    parser.add_argument("--update-interval", type=float, default=1.0)
+    parser.add_argument("--write-concurrency", type=int, default=None)
     args = parser.parse_args()
 
     client = kubeconfig_client(args.kubeconfig)
@@ -62,11 +64,16 @@ def main() -> None:
         all_nodes=True,
         max_devices_per_slice=args.per_slice,
     )
+    concurrency: dict[str, Any] = {}
+    if args.write_concurrency is not None:
+        concurrency["max_concurrent_writes"] = args.write_concurrency
     ctrl = rs.start_controller(
         client,
         driver=args.driver,
         resources=rs.DriverResources(pools={"p": pool}),
         max_writes_per_second=None,  # as the Go side, whose client has no limit
+        update_interval=args.update_interval,
+        **concurrency,
     )
     assert ctrl.wait_synced(600)
     emit({"event": "published"})

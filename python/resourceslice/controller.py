@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional, TypedDict
 
@@ -32,7 +33,7 @@ from resourceslice.mutation_cache import MutationCache
 from resourceslice.sharding import ShardedElector
 from resourceslice.store import SliceStore
 from resourceslice.workqueue import Clock, MonotonicClock, TokenBucket, WorkQueue
-from resourceslice.writer import SliceWriter, rewrites_only
+from resourceslice.writer import SliceWriter, independent_updates, rewrites_only
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -63,6 +64,12 @@ DEFAULT_WORKERS = 4
 #: 100). A first publish of hundreds of slices then paces itself instead of relying on the
 #: server's 429s, and a handful of writes is never delayed.
 DEFAULT_MAX_WRITES_PER_SECOND = 50.0
+#: One pool's in-place updates in flight at once, when they keep the generation and so may
+#: land in any order (docs/core.md §5). A pool's writes one after another were about 50 a
+#: second on a 2-core machine, less than a pool of 100,000 devices under health churn needs
+#: (BENCHMARKS.md, health churn); 8 overlap the round trips without outgrowing the client's
+#: connection pool (five connections per CPU).
+DEFAULT_MAX_CONCURRENT_WRITES = 8
 #: Bytes of request bodies one sync renders at a time (docs/core.md §5, window). A
 #: 100,000-device pool's first publish is 12 MB of bodies: held all at once, next to the
 #: records of what was sent, they were a third of the controller's peak memory.
@@ -92,6 +99,7 @@ class _CommonOptions(_RequiredOptions, total=False):
     update_interval: float
     workers: int
     max_writes_per_second: float | None
+    max_concurrent_writes: int
     clock: Clock | None
     leader_election: LeaderElection | None
 
@@ -129,6 +137,11 @@ class Controller:
     ``workers``: how many pools are synced at once (one pool never by two at a time).
     ``max_writes_per_second``: all writes of this controller together, with a burst of two
     seconds' worth; None for no client-side limit (the apiserver's 429s still apply).
+    ``max_concurrent_writes``: how many of one pool's writes may be in flight at once when
+    they are in-place updates under the pool's kept generation, which may land in any order
+    (docs/core.md §5); any other sync (a new generation, creates) writes one slice after
+    another. 1 writes every sync one slice after another. The helpers that send them are
+    shared by all pools: ``workers + max_concurrent_writes - 1`` writes in flight at most.
 
     ``leader_election``: one of several replicas publishes, the one holding the
     :class:`LeaderElection`'s Lease; the others keep their view of the slices current and
@@ -154,6 +167,7 @@ class Controller:
         update_interval: float = DEFAULT_UPDATE_INTERVAL,
         workers: int = DEFAULT_WORKERS,
         max_writes_per_second: float | None = DEFAULT_MAX_WRITES_PER_SECOND,
+        max_concurrent_writes: int = DEFAULT_MAX_CONCURRENT_WRITES,
         clock: Clock | None = None,
         leader_election: LeaderElection | None = None,
     ) -> None:
@@ -161,6 +175,14 @@ class Controller:
             raise TypeError(f"owner must be an Owner, not {type(owner).__name__}")
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
+        if isinstance(max_concurrent_writes, bool) or not isinstance(max_concurrent_writes, int):
+            raise TypeError(
+                f"max_concurrent_writes must be an int, not {type(max_concurrent_writes).__name__}"
+            )
+        if max_concurrent_writes < 1:
+            raise ValueError(
+                f"max_concurrent_writes must be at least 1, not {max_concurrent_writes}"
+            )
         if max_writes_per_second is not None and not max_writes_per_second > 0:
             raise ValueError(
                 f"max_writes_per_second must be positive or None, not {max_writes_per_second}"
@@ -249,6 +271,13 @@ class Controller:
             only_pool=self._only_pool,
             api=self._slices,
         )
+        # Threads that send a pool's independent updates beside its worker, started when
+        # first needed: max_concurrent_writes - 1, shared by the workers, so that all of the
+        # controller's writes in flight (workers + helpers) stay near the size of the
+        # client's connection pool (five per CPU) when several pools sync at once.
+        self._helper_count = max_concurrent_writes - 1
+        self._helpers: ThreadPoolExecutor | None = None
+        self._helpers_lock = threading.Lock()
         self._writer = SliceWriter(
             self._slices,
             self._store,
@@ -258,6 +287,9 @@ class Controller:
             report=self._report,
             answered=self._informer.retry_now,
             in_view=self._in_view,
+            concurrency=max_concurrent_writes,
+            helpers=self._writer_helpers,
+            as_pool=self._as_pool,
         )
         for pool in sorted(self._dirty):
             self._queue.add(pool)
@@ -495,6 +527,11 @@ class Controller:
         for worker in self._workers:
             if worker is not current:
                 worker.join()
+        with self._helpers_lock:
+            helpers, self._helpers = self._helpers, None
+        if helpers is not None:
+            # Idle: each worker waited for its helpers' writes before it ended.
+            helpers.shutdown(wait=current not in self._workers)
         if self._elector is not None:
             self._elector.stop()  # after the last write: a successor may take over at once
 
@@ -592,6 +629,21 @@ class Controller:
             finally:
                 self._queue.done(pool)
 
+    def _writer_helpers(self) -> ThreadPoolExecutor:
+        with self._helpers_lock:
+            if self._stopped:  # stop() shut them down: the sync ends here, as between writes
+                raise NotLeaderError("the controller was stopped")
+            if self._helpers is None:
+                self._helpers = ThreadPoolExecutor(
+                    max_workers=max(1, self._helper_count),
+                    thread_name_prefix="resourceslice-writer",
+                )
+            return self._helpers
+
+    def _as_pool(self, pool: str) -> None:
+        """A helper thread writes for ``pool`` now (its write budget is the pool's shard's)."""
+        self._syncing.pool = pool
+
     def _owner_ref(self) -> OwnerRef | None:
         owner = self._owner
         if owner is not None and owner.is_node and not owner.uid:
@@ -626,20 +678,23 @@ class Controller:
 
         plan = window(0)
         redundant = written is not None and rewrites_only(plan, existing, written)
+        concurrent = independent_updates(plan, existing)
         writes = _log_plan(pool, plan, existing, redundant)
         if not redundant:
             self._writer.report_overwrites(pool, plan, existing)
             # Deletes first: they free the names and the room; then updates, then creates
             # (the order of plan.writes), so a consumer never sees more slices of the new
-            # generation than resourceSliceCount. stop() ends a sync between two writes: a
-            # large pool's publish must not go on after the caller was told it stopped.
+            # generation than resourceSliceCount; in-place updates under the kept generation
+            # land in any order, so they go concurrently. stop() ends a sync between two
+            # writes: a large pool's publish must not go on after the caller was told it
+            # stopped.
             self._writer.delete(pool, plan.deletes)
-            self._writer.write(pool, plan, version)
+            self._writer.write(pool, plan, version, concurrent)
             while plan.next_write < len(plan.writes):
                 if self._stopped:
                     return
                 plan = window(plan.next_write)
-                self._writer.write(pool, plan, version)
+                self._writer.write(pool, plan, version, concurrent)
         if not self._may_sync(pool):
             return  # a write was skipped (stopped, or the lease ran out): not synced
         if writes and not redundant:

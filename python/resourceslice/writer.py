@@ -10,7 +10,8 @@ a sync does not rewrite what the server will drop again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from resourceslice._core import Plan, SliceRecord
 else:
     from resourceslice._backend import core
+
+
+#: An error for the error handler, and its message.
+_Report = tuple[BaseException, str]
 
 
 @dataclass
@@ -46,6 +51,13 @@ class SliceWriter:
     stopped, nor without the Lease); ``count(verb)`` counts a write made; ``report`` is the
     error handler; ``answered()`` is told that the server answered a write; ``in_view(record)``
     says whether the informer would show a slice (for one found by a failed create).
+
+    ``concurrency``: how many of one pool's writes may be in flight at once, for a plan whose
+    writes are all in-place updates under the kept generation (:func:`independent_updates`);
+    ``helpers()`` is the executor that sends them beside the calling thread, and
+    ``as_pool(pool)`` is called on a helper's thread before it writes for ``pool`` (the
+    controller's per-thread state: the Lease budget of the pool's shard). Any other plan is
+    written one write after another, in the plan's order.
     """
 
     def __init__(
@@ -59,7 +71,17 @@ class SliceWriter:
         report: Callable[[BaseException, str], None],
         answered: Callable[[], None],
         in_view: Callable[[SliceRecord], bool],
+        concurrency: int = 1,
+        helpers: Callable[[], Executor] | None = None,
+        as_pool: Callable[[str], None] | None = None,
     ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if concurrency > 1 and helpers is None:
+            raise ValueError("concurrent writes need an executor of helpers")
+        self._concurrency = concurrency
+        self._helpers = helpers
+        self._as_pool = as_pool or (lambda pool: None)
         self._slices = slices
         self._store = store
         self._mutations = mutations
@@ -164,14 +186,20 @@ class SliceWriter:
             else:
                 self._mutations.deleted(pool, name, uid)
 
-    def write(self, pool: str, plan: Plan, version: int) -> None:
-        """The updates and creates of ``plan``'s window, for desired ``version`` of ``pool``."""
+    def write(self, pool: str, plan: Plan, version: int, concurrent: bool = False) -> None:
+        """The updates and creates of ``plan``'s window, for desired ``version`` of ``pool``.
+
+        ``concurrent``: the plan's writes are independent in-place updates (see
+        :func:`independent_updates`), sent up to ``concurrency`` at a time; else one after
+        another, updates before creates.
+        """
+        if concurrent and self._concurrency > 1 and len(plan.updates) > 1 and not plan.creates:
+            self._update_concurrently(pool, plan.updates, version)
+            return
         for name, body in plan.updates:
             if not self._may_write(pool):
                 return
-            response = self._slices.update(name, body)
-            self._count("updates")
-            self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
+            self._report_all([self._update(pool, name, body, version)])
         taken: list[str] = []
         for body in plan.creates:
             if not self._may_write(pool):
@@ -189,9 +217,72 @@ class SliceWriter:
                 self._read_taken(sent.name)
                 continue
             self._count("creates")
-            self._stored(pool, version, sent, core.decode_slice(response))
+            self._report_all([self._stored(pool, version, sent, core.decode_slice(response))])
         if taken:
             raise SliceExistsError(pool, taken)
+
+    def _update(self, pool: str, name: str, body: bytes, version: int) -> _Report | None:
+        response = self._slices.update(name, body)
+        self._count("updates")
+        return self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
+
+    def _report_all(self, reports: Iterable[_Report | None]) -> None:
+        for report in reports:
+            if report is not None:
+                self._report(*report)
+
+    def _update_concurrently(
+        self, pool: str, updates: list[tuple[str, bytes]], version: int
+    ) -> None:
+        """Sends ``updates`` with up to ``concurrency`` in flight: the calling thread and
+        helpers each take the next one until none is left. Each waits for its write token
+        (so the controller's write rate still bounds them all). On the first failure no
+        further update starts; those in flight are waited for, then that failure is raised.
+        Stopped (or the Lease lost) between two writes, the rest are not sent, as in order.
+        What the server dropped is reported on this thread once all are over: the error
+        handler may call stop(), which waits for the sync's thread, which waits for these.
+        """
+        assert self._helpers is not None
+        lock = threading.Lock()
+        pending: Iterator[tuple[str, bytes]] = iter(updates)
+        failures: list[BaseException] = []
+        reports: list[_Report | None] = []
+        ended = threading.Event()  # stopped, the Lease lost, or a write failed
+
+        def take() -> tuple[str, bytes] | None:
+            with lock:
+                return None if ended.is_set() else next(pending, None)
+
+        def send(helper: bool) -> None:
+            if helper:
+                self._as_pool(pool)
+            while (item := take()) is not None:
+                try:
+                    if not self._may_write(pool):
+                        ended.set()
+                        return
+                    report = self._update(pool, item[0], item[1], version)
+                    with lock:
+                        reports.append(report)
+                except BaseException as exc:
+                    with lock:
+                        failures.append(exc)
+                    ended.set()
+                    return
+
+        helpers = self._helpers()
+        futures: list[Future[None]] = [
+            helpers.submit(send, True) for _ in range(min(self._concurrency, len(updates)) - 1)
+        ]
+        send(False)
+        for future in futures:
+            # One that has not started (the helpers busy with other pools' writes) is not
+            # waited for: nothing is left for it to take.
+            if not future.cancel():
+                future.result()
+        self._report_all(reports)
+        if failures:
+            raise failures[0]
 
     def _read_taken(self, name: str) -> None:
         """A create found ``name`` taken: read it, so that the next sync sees it.
@@ -210,7 +301,11 @@ class SliceWriter:
         if self._in_view(record):
             self._mutations.stored(record)
 
-    def _stored(self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord) -> None:
+    def _stored(
+        self, pool: str, version: int, sent: SliceRecord, actual: SliceRecord
+    ) -> _Report | None:
+        """Takes in the server's answer to a write; what to report when it dropped fields
+        (reported by the caller: on the sync's own thread, see _update_concurrently)."""
         self._answered()  # the server is up: an informer waiting to relist need not
         self._mutations.stored(actual)
         with self._lock:
@@ -235,11 +330,35 @@ class SliceWriter:
             if dropped is not None:
                 dropped.written[actual.name] = own
             self._own_versions[actual.name] = own
-        if paths:
-            self._report(
-                DroppedFieldsError(pool, actual.name, _slice_index(actual.name), paths, features),
-                f"publishing ResourceSlice {actual.name!r} of pool {pool!r}",
-            )
+        if not paths:
+            return None
+        return (
+            DroppedFieldsError(pool, actual.name, _slice_index(actual.name), paths, features),
+            f"publishing ResourceSlice {actual.name!r} of pool {pool!r}",
+        )
+
+
+def independent_updates(plan: Plan, existing: list[SliceRecord]) -> bool:
+    """Whether ``plan``'s writes are in-place updates that keep the generation, which may
+    land in any order (docs/core.md §5, "Why isolated updates keep the generation").
+
+    That is: the plan keeps the highest generation stored, and every slice it writes is
+    stored now under that generation (no create, no rewrite of an obsolete slice). The core
+    keeps the generation with more than one such update only when they are isolated (no
+    device moves, no header changes); with one, its order is moot. Deletes (of slices of
+    older generations or other names, which no consumer reads beside the newest) go first,
+    one after another, as in any plan.
+    """
+    if len(plan.writes) < 2 or not existing:
+        return False
+    if plan.generation != max(record.generation for record in existing):
+        return False
+    current = {
+        record.name
+        for record in existing
+        if record.generation == plan.generation and not record.deleting
+    }
+    return all(name in current for name in plan.writes)
 
 
 def rewrites_only(plan: Plan, existing: list[SliceRecord], written: dict[str, str]) -> bool:

@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,10 +18,13 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
+from resourceslice._http import pool_manager
 from resourceslice.testing import TestCluster
 from resourceslice.testing.counting import RequestCounter
 
 SYNC_TIMEOUT = 60.0
+#: How long a Gate holds a write for the others to come: only reached when they do not.
+GATE_TIMEOUT = 10.0
 
 
 def device(i: int, **extra: Any) -> dict[str, Any]:
@@ -201,3 +205,34 @@ def node_pools(**by_name: rs.Pool) -> rs.DriverResources:
 def devices_of(slice_obj: dict[str, Any]) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = slice_obj["spec"].get("devices", [])
     return result
+
+
+class Gate:
+    """Holds each of the next ``parties`` PUTs of ``client`` until that many are in flight
+    together; ``failed`` when they never were (a write waited ``GATE_TIMEOUT`` alone)."""
+
+    def __init__(self, client: Any) -> None:
+        self._lock = threading.Lock()
+        self._barrier: threading.Barrier | None = None
+        self._left = 0
+        self.failed = False
+        pool = pool_manager(client)
+        send = pool.request
+
+        def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                barrier = self._barrier if method.upper() == "PUT" and self._left > 0 else None
+                self._left -= barrier is not None
+            if barrier is not None:
+                try:
+                    barrier.wait(GATE_TIMEOUT)
+                except threading.BrokenBarrierError:
+                    self.failed = True
+            return send(method, url, *args, **kwargs)
+
+        pool.request = request
+
+    def arm(self, parties: int) -> None:
+        with self._lock:
+            self._barrier = threading.Barrier(parties)
+            self._left = parties

@@ -5,7 +5,8 @@ v0.37.2, asked after every watch event for all the driver's devices. Through chu
 slices, additions and removals, a device moving between slices, a controller restarted in the
 middle of a sync and two controllers at once: no view is invalid, none is incomplete while
 slices are only updated in place, and a complete view never misses a device desired both
-before and after the change.
+before and after the change. The same with a pool's in-place updates in flight together
+(``max_concurrent_writes``), held until they are, so that they land in the server's order.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from resourceslice.testing.cluster import build_go_binary
 from .controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
+    Gate,
     device,
     pools,
 )
@@ -118,7 +120,7 @@ def _check(views: list[View], before: set[str], after: set[str], in_place: bool)
     every complete one between ``before`` and ``after`` with what both have."""
     stays = before & after
     for view in views:
-        assert view["state"] in ("complete", "incomplete"), view
+        assert view["state"] in ("complete", "incomplete"), (view, view.get("reason"))
         if in_place:
             assert view["state"] == "complete", view
         if view["state"] == "complete":
@@ -185,3 +187,49 @@ def test_no_view_misleads_the_allocator(env: ControllerEnv, oracle: AllocView) -
         if not isinstance(e, rs.ConflictingWriterError) and getattr(e, "status", None) != 409
     ]
     assert unexpected == []
+
+
+def test_concurrent_updates_never_mislead_the_allocator(
+    env: ControllerEnv, oracle: AllocView
+) -> None:
+    """Eight slices of four devices (the allocator gives a claim at most 32); each step
+    changes every slice in place, the eight updates held until all are in flight, so they
+    race each other to the server."""
+    limit, per_slice, count = 8, 4, 8
+    gate = Gate(env.client)
+    devs = {f"dev-{i}": device(i) for i in range(count * per_slice)}
+
+    def desired() -> rs.DriverResources:
+        return pools(p=rs.Pool(devices=list(devs.values()), max_devices_per_slice=per_slice))
+
+    ctrl = env.start_synced(desired(), max_concurrent_writes=limit)
+    _check(oracle.views_until(_stored(env)), set(), set(devs), in_place=False)
+    assert len(oracle.seen) == count
+
+    def step(edit: dict[str, dict[str, Any] | None]) -> None:
+        before = set(devs)
+        for name, new in edit.items():
+            if new is None:
+                del devs[name]
+            else:
+                devs[name] = new
+        gate.arm(limit)
+        ctrl.update(desired())
+        assert ctrl.wait_synced(SYNC_TIMEOUT), env.errors
+        assert not gate.failed, "the updates were not in flight together"
+        _check(oracle.views_until(_stored(env)), before, set(devs), in_place=True)
+
+    def changed(i: int, v: int) -> dict[str, Any]:
+        return device(i, attributes={"index": {"int": i}, "v": {"int": v}})
+
+    for v in range(3):
+        step({f"dev-{per_slice * k + v}": changed(per_slice * k + v, v) for k in range(count)})
+    # A device out of two slices (more would make the packer compact the pool: a new
+    # generation), then new ones into the room left, beside changes in the other slices.
+    others = {f"dev-{per_slice * k}": changed(per_slice * k, 5) for k in range(2, count)}
+    step({"dev-3": None, "dev-7": None, **others})
+    others = {f"dev-{per_slice * k}": changed(per_slice * k, 6) for k in range(2, count)}
+    step({"dev-100": device(100), "dev-101": device(101), **others})
+    assert env.errors == []
+    assert env.counter.peak_writes_in_flight() == limit
+    assert {s["spec"]["pool"]["generation"] for s in env.slices()} == {1}

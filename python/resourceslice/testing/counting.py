@@ -35,14 +35,26 @@ class RequestCounter:
     def __init__(self, api_client: Client) -> None:
         self._lock = threading.Lock()
         self._requests: list[_Request] = []
+        # Write requests sent and not yet answered (or failed), and the most there were.
+        self._in_flight = 0
+        self._peak = 0
         pool = pool_manager(api_client)
         send = pool.request
 
         def counting_request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             request = _Request(method.upper(), urlsplit(url).path)
+            write = request.method in _WRITE_METHODS
             with self._lock:
                 self._requests.append(request)
-            response = send(method, url, *args, **kwargs)
+                if write:
+                    self._in_flight += 1
+                    self._peak = max(self._peak, self._in_flight)
+            try:
+                response = send(method, url, *args, **kwargs)
+            finally:
+                if write:
+                    with self._lock:
+                        self._in_flight -= 1
             request.status = response.status
             return response
 
@@ -74,6 +86,12 @@ class RequestCounter:
         with self._lock:
             return dict(Counter(r.status for r in self._requests if r.method == method))
 
+    def peak_writes_in_flight(self) -> int:
+        """The most write requests that were sent and not yet answered at one time."""
+        with self._lock:
+            return self._peak
+
     def reset(self) -> None:
         with self._lock:
             self._requests.clear()
+            self._peak = self._in_flight
