@@ -12,9 +12,9 @@ or without pytest::
 
 For a driver's whole chain — a Pod scheduled onto a node, its claim allocated from the
 published slices, prepared by the driver's kubelet plugin, its containers given the CDI
-edits — :mod:`resourceslice.testing.dra` adds kube-scheduler, the resourceclaim controller
-and simulated kubelets, all Kubernetes' own code (the ``dra_cluster`` fixture, or
-``running_dra_cluster()``).
+edits and run by runc (as root) — :mod:`resourceslice.testing.dra` adds kube-scheduler, the
+resourceclaim controller and simulated kubelets, all Kubernetes' own code (the
+``dra_cluster`` fixture, or ``running_dra_cluster()``).
 
 The server is Kubernetes 1.37 (serving ``resource.k8s.io`` v1, v1beta2 and v1beta1); older
 releases are there to test against clusters without v1: ``running_cluster(release="1.33")``
@@ -37,6 +37,7 @@ from resourceslice.testing.cluster import (
 )
 from resourceslice.testing.dra import (
     ContainerEdits,
+    ContainerProcess,
     DRACluster,
     Eviction,
     PodNotPrepared,
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_RELEASE",
     "ClusterError",
     "ContainerEdits",
+    "ContainerProcess",
     "DRACluster",
     "Eviction",
     "PodNotPrepared",
