@@ -235,6 +235,8 @@ type node struct {
 	unprepared map[types.UID]bool
 	// healthChanged: prepared pods whose devices' health changed since their status was written.
 	healthChanged map[types.UID]bool
+	// dra is held while the DRA manager prepares or unprepares a pod (see prepare).
+	dra sync.Mutex
 	// runtime runs the prepared pods' containers (nil when containers do not run); it is
 	// the node's, not its kubelet's, and keeps running through a kubelet restart.
 	runtime *containerRuntime
@@ -566,7 +568,10 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 			}
 		}
 		if !done {
-			if err := n.manager.UnprepareResources(ctx, pod); err != nil {
+			n.dra.Lock()
+			err := n.manager.UnprepareResources(ctx, pod)
+			n.dra.Unlock()
+			if err != nil {
 				n.out.write(map[string]any{"event": "unprepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
 				return err
 			}
@@ -615,13 +620,13 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 		}
 		return nil
 	}
-	if err := n.manager.PrepareResources(ctx, pod); err != nil {
+	containers, err := n.prepare(ctx, pod)
+	if _, failed := err.(prepareError); failed {
 		// Where kubelet reports it: an event on the pod (kuberuntime's SyncPod).
 		n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedPrepareDynamicResources, "Failed to prepare dynamic resources: %v", err)
 		n.out.write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
 		return err
 	}
-	containers, err := n.inject(pod)
 	if err != nil {
 		// The runtime fails to create the container: kubelet reports it and retries.
 		n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
@@ -639,6 +644,23 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 	}
 	n.out.write(map[string]any{"event": "prepared", "node": n.name, "pod": refOf(pod), "containers": containers})
 	return nil
+}
+
+// prepareError is a failure of the DRA manager's PrepareResources (its message unchanged).
+type prepareError struct{ error }
+
+// prepare has the DRA manager prepare the pod's claims and applies each container's CDI
+// devices (inject). The DRA manager is called for one pod at a time on a node, though the
+// pods' syncs (and their containers' starts) run side by side: kubelet 1.33's manager, asked
+// to prepare two pods sharing a claim at once, gave the second one's containers that
+// claim's CDI device twice.
+func (n *node) prepare(ctx context.Context, pod *v1.Pod) (map[string]any, error) {
+	n.dra.Lock()
+	defer n.dra.Unlock()
+	if err := n.manager.PrepareResources(ctx, pod); err != nil {
+		return nil, prepareError{err}
+	}
+	return n.inject(pod)
 }
 
 // inject applies each container's CDI devices to an OCI spec, as container runtimes do when
@@ -732,10 +754,8 @@ func (n *node) runContainers(ctx context.Context, pod *v1.Pod, edits map[string]
 		container := &pod.Spec.Containers[i]
 		c := n.runtime.running(pod.UID, container.Name)
 		if c == nil {
-			ids, err := n.cdiDevices(pod, container)
-			if err == nil {
-				c, err = n.runtime.start(pod, container, registry, ids)
-			}
+			ids, _ := edits[container.Name].(map[string]any)["cdiDevices"].([]string)
+			c, err = n.runtime.start(pod, container, registry, ids)
 			if err != nil {
 				n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
 				if err := n.markCreateFailed(ctx, pod, container.Name, err); err != nil {
