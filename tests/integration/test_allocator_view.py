@@ -131,6 +131,20 @@ def _check(views: list[View], before: set[str], after: set[str], in_place: bool)
     assert set(views[-1]["devices"]) == after
 
 
+def _apply(devs: dict[str, dict[str, Any]], edit: dict[str, dict[str, Any] | None]) -> None:
+    """Set (or remove, for None) each edited device in ``devs``."""
+    for name, new in edit.items():
+        if new is None:
+            del devs[name]
+        else:
+            devs[name] = new
+
+
+def _changed(i: int, v: int) -> dict[str, Any]:
+    """Device ``i`` at version ``v`` of its attributes."""
+    return device(i, attributes={"index": {"int": i}, "v": {"int": v}})
+
+
 def test_no_view_misleads_the_allocator(env: ControllerEnv, oracle: AllocView) -> None:
     devs = {f"dev-{i}": device(i) for i in range(24)}
     ctrl = env.start_synced(_desired(devs), max_slice_bytes=MAX_SLICE_BYTES)
@@ -141,11 +155,7 @@ def test_no_view_misleads_the_allocator(env: ControllerEnv, oracle: AllocView) -
 
     def step(edit: dict[str, dict[str, Any] | None], in_place: bool, restart: bool = False) -> None:
         before = set(devs)
-        for name, new in edit.items():
-            if new is None:
-                del devs[name]
-            else:
-                devs[name] = new
+        _apply(devs, edit)
         for c in controllers:
             c.update(_desired(devs))
         views = []
@@ -160,24 +170,21 @@ def test_no_view_misleads_the_allocator(env: ControllerEnv, oracle: AllocView) -
         views += oracle.views_until(_stored(env))
         _check(views, before, set(devs), in_place)
 
-    def changed(i: int, v: int) -> dict[str, Any]:
-        return device(i, attributes={"index": {"int": i}, "v": {"int": v}})
-
     # Churn: a device in each slice changed, several times; then removals and additions.
     for v in range(3):
-        step({f"dev-{i}": changed(i, v) for i in (0, 9, 17)}, in_place=True)
+        step({f"dev-{i}": _changed(i, v) for i in (0, 9, 17)}, in_place=True)
     step({"dev-3": None, "dev-12": None}, in_place=True)
     step({"dev-30": device(30), "dev-31": device(31)}, in_place=True)
     # A device grown out of its slice moves to another: a new generation.
     pad = {"index": {"int": 1}, **{f"pad{k}": {"string": "x" * 60} for k in range(3)}}
     step({"dev-1": device(1, attributes=pad)}, in_place=False)
     # A controller restarted in the middle of in-place updates.
-    step({f"dev-{i}": changed(i, 7) for i in (2, 10, 18)}, in_place=True, restart=True)
+    step({f"dev-{i}": _changed(i, 7) for i in (2, 10, 18)}, in_place=True, restart=True)
     # Two controllers with the same desired state, racing each other's writes.
     env.new_counter()
     controllers.append(env.start(_desired(devs), max_slice_bytes=MAX_SLICE_BYTES))
     for v in range(3):
-        step({f"dev-{i}": changed(i, 10 + v) for i in (4, 11, 19, 30)}, in_place=True)
+        step({f"dev-{i}": _changed(i, 10 + v) for i in (4, 11, 19, 30)}, in_place=True)
     step({"dev-5": None, "dev-40": device(40)}, in_place=True)
     # Racing controllers see each other's writes: 409 on a stale resourceVersion, and the
     # other's write reported as a conflicting writer. Nothing else went wrong.
@@ -208,27 +215,20 @@ def test_concurrent_updates_never_mislead_the_allocator(
 
     def step(edit: dict[str, dict[str, Any] | None]) -> None:
         before = set(devs)
-        for name, new in edit.items():
-            if new is None:
-                del devs[name]
-            else:
-                devs[name] = new
+        _apply(devs, edit)
         gate.arm(limit)
         ctrl.update(desired())
         assert ctrl.wait_synced(SYNC_TIMEOUT), env.errors
         assert not gate.failed, "the updates were not in flight together"
         _check(oracle.views_until(_stored(env)), before, set(devs), in_place=True)
 
-    def changed(i: int, v: int) -> dict[str, Any]:
-        return device(i, attributes={"index": {"int": i}, "v": {"int": v}})
-
     for v in range(3):
-        step({f"dev-{per_slice * k + v}": changed(per_slice * k + v, v) for k in range(count)})
+        step({f"dev-{per_slice * k + v}": _changed(per_slice * k + v, v) for k in range(count)})
     # A device out of two slices (more would make the packer compact the pool: a new
     # generation), then new ones into the room left, beside changes in the other slices.
-    others = {f"dev-{per_slice * k}": changed(per_slice * k, 5) for k in range(2, count)}
+    others = {f"dev-{per_slice * k}": _changed(per_slice * k, 5) for k in range(2, count)}
     step({"dev-3": None, "dev-7": None, **others})
-    others = {f"dev-{per_slice * k}": changed(per_slice * k, 6) for k in range(2, count)}
+    others = {f"dev-{per_slice * k}": _changed(per_slice * k, 6) for k in range(2, count)}
     step({"dev-100": device(100), "dev-101": device(101), **others})
     assert env.errors == []
     assert env.counter.peak_writes_in_flight() == limit

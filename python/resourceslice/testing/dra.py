@@ -88,6 +88,10 @@ from resourceslice.testing.runtime import (
 
 _log = logging.getLogger(__name__)
 
+#: runc's ``--root`` of a node's runtime, under the node's directory (``dracluster/``'s
+#: ``addNode`` makes it).
+_RUNC_STATE = "runtime/state"
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 #: The namespace pods and claims go to unless told otherwise.
@@ -645,12 +649,23 @@ class DRACluster:
     ) -> str:
         """Wait until kubelet failed to prepare the pod's claims; the error it reported (the
         driver's, or kubelet's own, such as a driver that is not registered)."""
+        return self._wait_failure("prepareFailed", name, namespace, None, timeout)
+
+    def _wait_failure(
+        self, kind: str, name: str, namespace: str, container: str | None, timeout: float
+    ) -> str:
+        """The error of the first ``kind`` event of the pod as it is now (of ``container``,
+        when given); waits for it."""
         pod = self.get_pod(name, namespace)
         if pod is None:
             raise ClusterError(f"pod {namespace}/{name} does not exist")
         uid = pod["metadata"]["uid"]
         event = self._process.wait_event(
-            lambda e: e.get("event") == "prepareFailed" and _pod_key(e) == (namespace, name, uid),
+            lambda e: (
+                e.get("event") == kind
+                and _pod_key(e) == (namespace, name, uid)
+                and container in (None, e.get("container"))
+            ),
             timeout=timeout,
         )
         return str(event["error"])
@@ -666,19 +681,7 @@ class DRACluster:
         """Wait until a container of the pod (``container``, or any) failed to start; the
         runtime's error, as kubelet reports it in the container's ``CreateContainerError``
         waiting state and the pod's ``Failed`` event."""
-        pod = self.get_pod(name, namespace)
-        if pod is None:
-            raise ClusterError(f"pod {namespace}/{name} does not exist")
-        uid = pod["metadata"]["uid"]
-        event = self._process.wait_event(
-            lambda e: (
-                e.get("event") == "containerFailed"
-                and _pod_key(e) == (namespace, name, uid)
-                and container in (None, e["container"])
-            ),
-            timeout=timeout,
-        )
-        return str(event["error"])
+        return self._wait_failure("containerFailed", name, namespace, container, timeout)
 
     def wait_pod_unschedulable(
         self, name: str, namespace: str = DEFAULT_NAMESPACE, *, timeout: float = 60.0
@@ -732,7 +735,7 @@ class DRACluster:
         if process is None:
             raise ClusterError(f"container {container} of pod {namespace}/{name} does not run")
         pod = self.get_pod(name, namespace) or {}
-        state = self._node_root / pod["spec"]["nodeName"] / "runtime" / "state"
+        state = self._node_root / pod["spec"]["nodeName"] / _RUNC_STATE
         args = ["exec", "--env", "REPORTER_ONCE=1", process.id, REPORTER_PATH, *files]
         done = subprocess.run(
             [str(build_runc(quiet=True)), "--root", str(state), *args],
@@ -914,9 +917,9 @@ class DRACluster:
 
 def _remove_containers(node_root: Path) -> None:
     """Kill and delete any container a node's runtime left (the program stops its own; this
-    is for one that was killed): runc's state of each node is ``<node>/runtime/state``."""
+    is for one that was killed): runc's state of each node is ``<node>/{_RUNC_STATE}``."""
     runc = build_runc(quiet=True)
-    for state in node_root.glob("*/runtime/state"):
+    for state in node_root.glob(f"*/{_RUNC_STATE}"):
         listed = subprocess.run(
             [str(runc), "--root", str(state), "list", "--quiet"],
             capture_output=True,
