@@ -5,7 +5,7 @@ Data crosses as plain Python data (desired input) and bytes (API objects, reques
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, final
+from typing import Any, Literal, final, overload
 
 #: ``(api_version, kind, name, uid)`` of the slices' owner.
 OwnerRef = tuple[str, str, str, str]
@@ -105,10 +105,22 @@ def non_plain(items: list[Any]) -> list[int]:
     (dicts with str keys, lists, str, int, float, bool, None) within ``MAX_PLAIN_DEPTH``:
     those must be converted before ``prepare_desired`` reads them."""
 
+@overload
 def prepare_desired(
-    driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
-) -> tuple[Desired | None, list[str]]:
+    driver: str,
+    pools: Mapping[str, Mapping[str, Any]],
+    max_slice_bytes: int,
+    plain_only: Literal[False] = False,
+) -> tuple[Desired | None, list[str]]: ...
+@overload
+def prepare_desired(
+    driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int, plain_only: bool
+) -> tuple[Desired | None, list[str] | None]:
     """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``.
+
+    ``plain_only``: the devices come as the caller gave them, not converted; ``(None, None)``
+    when ``driver`` or ``pools`` hold anything ``non_plain`` would not call plain (a pool
+    counting as depth 0). Then convert and call again: plain devices are read once.
 
     A pool is ``{"devices" | "slices", "nodeName", "nodeSelector", "allNodes",
     "generation"}`` (``nodeName``: a Node owner's name, or None), a slice ``{"devices",
@@ -135,3 +147,6 @@ def decode_list_chunks(chunks: Iterable[bytes]) -> tuple[str, list[SliceRecord]]
     complete, so the whole JSON and the records are never held together."""
 
 def decode_watch_event(data: bytes) -> tuple[str, SliceRecord | None, str]: ...
+def held_texts() -> tuple[int, int]:
+    """``(texts, bytes)`` of device text the Rust core holds, each distinct text counted once
+    however many desired states and records share it. Rust core only: a diagnostic."""

@@ -65,7 +65,7 @@ def _plain(value: Any, path: str, errors: list[str], depth: int = 0) -> Any:
 
 
 def _plain_list(
-    value: Any, path: str, errors: list[str], *, share_plain: bool = False
+    value: Any, path: str, errors: list[str], *, share_plain: bool = False, convert: bool = True
 ) -> list[Any] | None:
     """A new list of ``value``'s items as plain data.
 
@@ -73,7 +73,8 @@ def _plain_list(
     devices: the core keeps only the canonical JSON it renders from them before update()
     returns, and copying 100,000 device dicts would double the memory update() needs. The
     core tells which items are plain (``non_plain``): walking every device in Python took
-    two thirds of update()'s time.
+    two thirds of update()'s time. ``convert=False`` with it: the items as they are, every
+    one (for the core's ``plain_only``, which tells whether any needed converting).
     """
     if value is None:
         return None
@@ -81,21 +82,23 @@ def _plain_list(
         errors.append(f"{path}: must be a list")
         return None
     items = list(value)
-    convert = core.non_plain(items) if share_plain else range(len(items))
-    for i in convert:
+    if share_plain and not convert:
+        return items
+    for i in core.non_plain(items) if share_plain else range(len(items)):
         items[i] = _plain(items[i], f"{path}[{i}]", errors)
     return items
 
 
 def to_plain_pools(
-    resources: DriverResources, node_name: str | None = None
+    resources: DriverResources, node_name: str | None = None, *, convert_devices: bool = True
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The ``pools`` mapping of ``core.prepare_desired``, and the problems found converting.
 
     ``node_name``: a Node owner's name, the node selection (``spec.nodeName``) its pools get;
     the core checks that every slice ends up with exactly one, so a pool without any is an
     error, never published on every node by default. Only shape problems are reported here
-    (wrong Python types); the core checks content.
+    (wrong Python types); the core checks content. ``convert_devices=False``: device lists
+    hold the caller's items as they are (for ``plain_only``; their problems are not found).
     """
     errors: list[str] = []
     pools: dict[str, dict[str, Any]] = {}
@@ -120,7 +123,11 @@ def to_plain_pools(
                 slices.append(
                     {
                         "devices": _plain_list(
-                            sl.devices, f"{spath}.devices", errors, share_plain=True
+                            sl.devices,
+                            f"{spath}.devices",
+                            errors,
+                            share_plain=True,
+                            convert=convert_devices,
                         )
                         or [],
                         "sharedCounters": _plain_list(
@@ -134,7 +141,13 @@ def to_plain_pools(
                     }
                 )
         pools[name] = {
-            "devices": _plain_list(pool.devices, f"{path}.devices", errors, share_plain=True),
+            "devices": _plain_list(
+                pool.devices,
+                f"{path}.devices",
+                errors,
+                share_plain=True,
+                convert=convert_devices,
+            ),
             "slices": slices,
             "nodeSelector": _plain(pool.node_selector, f"{path}.nodeSelector", errors),
             "allNodes": pool.all_nodes,
@@ -162,8 +175,30 @@ def prepare(
     cluster-wide, only pool ``only_pool`` when given (``reconcile_pool_with_name``).
 
     One place for the controller, ``rs.plan``/``rs.validate`` and the command, so that what
-    one accepts the others accept too."""
+    one accepts the others accept too.
+
+    Devices go to the core as the caller gave them: it reads plain ones once, validating as
+    it reads, and says when any is not (a model object, a tuple). Only then, or when there are
+    problems to report in their order, are they converted first and read again, as always.
+    """
+    pools, errors = to_plain_pools(resources, node_name, convert_devices=False)
+    errors += _scope_errors(pools, node_name, only_pool)
+    if not errors:
+        desired, core_errors = core.prepare_desired(driver, pools, max_slice_bytes, plain_only=True)
+        if core_errors is not None:
+            return desired, core_errors
     pools, errors = to_plain_pools(resources, node_name)
+    errors += _scope_errors(pools, node_name, only_pool)
+    if errors:
+        return None, errors
+    return core.prepare_desired(driver, pools, max_slice_bytes)
+
+
+def _scope_errors(
+    pools: dict[str, dict[str, Any]], node_name: str | None, only_pool: str | None
+) -> list[str]:
+    """Pools outside what this controller may publish."""
+    errors: list[str] = []
     if only_pool is not None:
         errors += [
             f'pools["{name}"]: only pool "{only_pool}" is reconciled (reconcile_pool_with_name)'
@@ -181,6 +216,4 @@ def prepare(
             or pool["allNodes"]
             or any(s["perDeviceNodeSelection"] for s in pool["slices"] or ())
         ]
-    if errors:
-        return None, errors
-    return core.prepare_desired(driver, pools, max_slice_bytes)
+    return errors

@@ -550,7 +550,8 @@ fn parse(json: &str) -> Value {
 
 /// Semantic equality of a desired device and a stored one, both as canonical JSON.
 pub fn device_eq(desired: &str, stored: &str) -> bool {
-    if desired == stored {
+    // One shared text (text.rs) is equal without reading it.
+    if std::ptr::eq(desired, stored) || desired == stored {
         return true;
     }
     let (d, s) = (parse(desired), parse(stored));

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::canonical::{self, Header, Tree, View};
 use crate::strlist::StrList;
+use crate::text::TextList;
 
 /// What the store keeps of one ResourceSlice.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,8 +25,9 @@ pub struct Record {
     pub resource_slice_count: i64,
     pub node_name: Option<String>,
     pub device_names: StrList,
-    /// Canonical JSON of each device, in stored order.
-    pub devices: StrList,
+    /// Canonical JSON of each device, in stored order, shared with the desired state's equal
+    /// texts (text.rs).
+    pub devices: TextList,
     /// Canonical JSON of the header (docs/core.md §1).
     pub header: String,
     /// Metadata of other clients, stored as it is: an update keeps it (upstream replaces
@@ -84,7 +86,7 @@ fn int(map: &Map<String, Value>, key: &str) -> Result<i64, String> {
 #[derive(Default)]
 struct Devices {
     names: StrList,
-    jsons: StrList,
+    jsons: TextList,
 }
 
 impl Devices {

@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::strlist::StrList;
+use crate::text::TextList;
 
 /// Devices per chunk: an edit copies at most this many devices' text per chunk it touches
 /// (about 100 KB for GPU-like devices), and a lookup by name visits `len / CHUNK` indexes.
@@ -27,7 +28,8 @@ pub struct DeviceEntry<'a> {
 #[derive(Default)]
 struct Chunk {
     names: StrList,
-    jsons: StrList,
+    /// Shared with the informer's records of the same text (text.rs).
+    jsons: TextList,
     /// `(advanced, untimed_taints)` of each device.
     flags: Vec<(bool, bool)>,
     /// `(hash of name, position)`, sorted: built on the first lookup by name.
@@ -43,6 +45,13 @@ impl Chunk {
         self.names.push(device.name);
         self.jsons.push(device.json);
         self.flags.push((device.advanced, device.untimed_taints));
+    }
+
+    /// Device `index` of `other`, its text shared rather than looked up again.
+    fn push_from(&mut self, other: &Chunk, index: usize) {
+        self.names.push(other.names.get(index));
+        self.jsons.push_text(other.jsons.text(index).clone());
+        self.flags.push(other.flags[index]);
     }
 
     fn get(&self, index: usize) -> DeviceEntry<'_> {
@@ -104,7 +113,7 @@ impl DeviceList {
                 if Arc::get_mut(last).is_none() {
                     // Shared with the list this one was edited from: appending copies it.
                     let mut copy = Chunk::default();
-                    (0..last.len()).for_each(|j| copy.push(last.get(j)));
+                    (0..last.len()).for_each(|j| copy.push_from(last, j));
                     *last = Arc::new(copy);
                 }
                 let last = Arc::get_mut(last).expect("copied above when shared");
@@ -210,7 +219,7 @@ impl DeviceList {
                 match changes.next_if(|&(i, _)| i == start + j) {
                     Some((_, Some(device))) => copy.push(device),
                     Some((_, None)) => {}
-                    None => copy.push(chunk.get(j)),
+                    None => copy.push_from(chunk, j),
                 }
             }
             if copy.len() > 0 {

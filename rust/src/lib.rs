@@ -22,6 +22,7 @@ pub mod plan;
 pub mod quantity;
 pub mod replan;
 pub mod strlist;
+pub mod text;
 pub mod validate;
 
 use decode::{Event, Record};
@@ -44,6 +45,13 @@ struct Reader<'py> {
     /// another object.
     recent: [Cell<(usize, *const u8, usize)>; 256],
     pauses: Pauses<'py>,
+    /// The containers around the value being read, counted from a pool (`is_plain`'s depth).
+    depth: Cell<usize>,
+    /// A value met that `non_plain` would call not plain (see `prepare_desired`'s
+    /// `plain_only`).
+    not_plain: Cell<bool>,
+    /// `plain_only`: once `not_plain`, nothing more is read (the call's answer is known).
+    stop_at_not_plain: bool,
 }
 
 /// Lets other threads take the GIL during a long conversion of Python data.
@@ -96,13 +104,38 @@ impl<'py> Pauses<'py> {
 }
 
 impl<'py> Reader<'py> {
-    fn new(py: Python<'py>) -> Self {
+    fn new(py: Python<'py>, plain_only: bool) -> Self {
         Reader {
             py,
             kept: RefCell::new(Vec::new()),
             recent: std::array::from_fn(|_| Cell::new((0, std::ptr::null(), 0))),
             pauses: Pauses::new(py),
+            depth: Cell::new(0),
+            not_plain: Cell::new(false),
+            stop_at_not_plain: plain_only,
         }
+    }
+
+    /// Whether reading goes on: false once a value that is not plain stopped a `plain_only`
+    /// call.
+    fn reading(&self) -> bool {
+        !(self.stop_at_not_plain && self.not_plain.get())
+    }
+
+    /// Reads a container's members at one level deeper, or nothing (`Input::Null`) when it
+    /// sits as deep as `is_plain` allows: then it is not plain, and a `plain_only` call stops.
+    fn nested<'r>(&'r self, read: impl FnOnce() -> Input<'r>) -> Input<'r> {
+        let depth = self.depth.get();
+        if depth >= MAX_PLAIN_DEPTH {
+            self.not_plain.set(true);
+        }
+        if !self.reading() {
+            return Input::Null;
+        }
+        self.depth.set(depth + 1);
+        let input = read();
+        self.depth.set(depth);
+        input
     }
 
     /// The UTF-8 of a str without the temporary bytes object that abi3-py39's `to_cow`
@@ -166,6 +199,9 @@ impl<'py> Reader<'py> {
 
     /// The types `input` does not tell at once: subclasses, floats, tuples, anything else.
     fn input_other<'r>(&'r self, obj: &Bound<'py, PyAny>) -> Input<'r> {
+        if !obj.is_exact_instance_of::<PyFloat>() {
+            self.not_plain.set(true);
+        }
         if let Ok(s) = obj.cast::<PyString>() {
             self.str(s).map_or(Input::BadStr, Input::Str)
         } else if let Ok(d) = obj.cast::<PyDict>() {
@@ -179,27 +215,29 @@ impl<'py> Reader<'py> {
         } else if obj.cast::<PyFloat>().is_ok() {
             Input::Float
         } else if let Ok(t) = obj.cast::<PyTuple>() {
-            Input::List(t.iter().map(|x| self.input(&x)).collect())
+            self.nested(|| Input::List(t.iter().map(|x| self.input(&x)).collect()))
         } else {
             Input::Other(type_name(obj))
         }
     }
 
     fn list<'r>(&'r self, l: &Bound<'py, PyList>) -> Input<'r> {
-        Input::List(l.iter().map(|x| self.input(&x)).collect())
+        self.nested(|| Input::List(l.iter().map(|x| self.input(&x)).collect()))
     }
 
     /// A dict's entries sorted by key.
     fn dict<'r>(&'r self, d: &Bound<'py, PyDict>) -> Input<'r> {
-        let mut entries: Vec<(&str, Input<'_>)> = Vec::with_capacity(d.len());
-        all_entries(d, |k, v| {
-            entries.push(self.entry(k, v));
-            true
-        });
-        if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        }
-        Input::Dict(entries)
+        self.nested(|| {
+            let mut entries: Vec<(&str, Input<'_>)> = Vec::with_capacity(d.len());
+            all_entries(d, |k, v| {
+                entries.push(self.entry(k, v));
+                true
+            });
+            if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            }
+            Input::Dict(entries)
+        })
     }
 
     fn entry<'r>(
@@ -209,7 +247,10 @@ impl<'py> Reader<'py> {
     ) -> (&'r str, Input<'r>) {
         let name = match key.cast_exact::<PyString>() {
             Ok(k) => self.str(k),
-            Err(_) => key.cast::<PyString>().ok().and_then(|k| self.str(k)),
+            Err(_) => {
+                self.not_plain.set(true);
+                key.cast::<PyString>().ok().and_then(|k| self.str(k))
+            }
         };
         match name {
             Some(k) => (k, self.input(value)),
@@ -223,13 +264,23 @@ impl<'py> Reader<'py> {
         let Ok(d) = pool.cast::<PyDict>() else {
             return self.input(pool);
         };
+        if !pool.is_exact_instance_of::<PyDict>() {
+            self.not_plain.set(true);
+        }
         // Collected first: a pause must not fall inside the iteration of a dict.
         let members: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> = d.iter().collect();
+        self.depth.set(1);
         let mut entries: Vec<(&str, Input<'_>)> = members
             .iter()
             .map(|(k, v)| {
                 let key = k.cast::<PyString>().ok().and_then(|k| self.str(k));
-                match (key, v.cast::<PyList>()) {
+                let list = v.cast::<PyList>();
+                if key.is_some() && !k.is_exact_instance_of::<PyString>()
+                    || list.is_ok() && !v.is_exact_instance_of::<PyList>()
+                {
+                    self.not_plain.set(true);
+                }
+                match (key, list) {
                     (Some("devices"), Ok(list)) => {
                         let list = LazyList {
                             reader: self,
@@ -238,23 +289,29 @@ impl<'py> Reader<'py> {
                         ("devices", Input::Lazy(Box::new(list)))
                     }
                     (Some("slices"), Ok(list)) => {
+                        self.depth.set(2);
                         let slices = list.iter().map(|slice| {
                             let slice = self.input(&slice);
                             self.pauses.pause_if_due();
                             slice
                         });
-                        ("slices", Input::List(slices.collect()))
+                        let slices = Input::List(slices.collect());
+                        self.depth.set(1);
+                        ("slices", slices)
                     }
                     _ => self.entry(k, v),
                 }
             })
             .collect();
+        self.depth.set(0);
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         Input::Dict(entries)
     }
 }
 
 /// A list converted one item at a time as validation asks for it, with pauses between items.
+/// Validation asks for every item, even of a pool it refuses: so `plain_only` meets every
+/// device `non_plain` would have walked (tests/core/test_plain.py).
 struct LazyList<'r, 'py> {
     reader: &'r Reader<'py>,
     list: Bound<'py, PyList>,
@@ -267,10 +324,18 @@ impl<'r> validate::Items<'r> for LazyList<'r, '_> {
 
     fn item(&self, index: usize) -> Input<'r> {
         self.reader.pauses.pause_if_due();
+        if !self.reader.reading() {
+            return Input::Null;
+        }
+        // A pool's device: inside the pool and its list (`is_plain`'s depth).
+        let depth = self.reader.depth.replace(2);
         // An item another thread removed during a pause reads as None.
-        self.list
+        let item = self
+            .list
             .get_item(index)
-            .map_or(Input::Null, |item| self.reader.input(&item))
+            .map_or(Input::Null, |item| self.reader.input(&item));
+        self.reader.depth.set(depth);
+        item
     }
 }
 
@@ -568,22 +633,34 @@ fn non_plain(py: Python<'_>, items: &Bound<'_, PyList>) -> PyResult<Vec<usize>> 
     pauses.finish().map(|()| found)
 }
 
+/// `(desired, errors)`: `(None, None)` only for `plain_only`.
+type Prepared = (Option<Py<PyDesired>>, Option<Vec<String>>);
+
+/// `plain_only`: the caller hands devices over as they came, without `non_plain`'s walk;
+/// when the reading meets a value that `non_plain` would call not plain (anywhere in `driver`
+/// or `pools`, a pool counting as depth 0), the answer is `(None, None)`, and the caller
+/// converts and asks again. So plain devices, nearly always the case, are walked once.
 #[pyfunction]
+#[pyo3(signature = (driver, pools, max_slice_bytes, plain_only=false))]
 fn prepare_desired(
     py: Python<'_>,
     driver: &Bound<'_, PyAny>,
     pools: &Bound<'_, PyAny>,
     max_slice_bytes: usize,
-) -> PyResult<(Option<Py<PyDesired>>, Vec<String>)> {
+    plain_only: bool,
+) -> PyResult<Prepared> {
     // The item tuples keep each pool alive even for a Mapping that builds them on the fly.
     let items: Vec<Bound<'_, PyAny>> = pools
         .call_method0("items")?
         .try_iter()?
         .collect::<PyResult<_>>()?;
-    let reader = Reader::new(py);
+    let reader = Reader::new(py, plain_only);
     let mut entries = Vec::with_capacity(items.len());
     for item in &items {
         let (name, pool): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        if !name.is_exact_instance_of::<PyString>() {
+            reader.not_plain.set(true);
+        }
         entries.push(
             match name.cast::<PyString>().ok().and_then(|k| reader.str(k)) {
                 Some(k) => (k, reader.pool(&pool)),
@@ -593,12 +670,19 @@ fn prepare_desired(
         reader.pauses.pause_if_due();
     }
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let result = validate::prepare_desired(&reader.input(driver), &entries, max_slice_bytes);
-    drop(entries);
+    let driver = reader.input(driver);
+    let result = reader
+        .reading()
+        .then(|| validate::prepare_desired(&driver, &entries, max_slice_bytes));
+    drop((entries, driver));
+    let not_plain = reader.not_plain.get();
     reader.pauses.finish()?;
-    match result {
-        Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Vec::new())),
-        Err(errors) => Ok((None, errors)),
+    if plain_only && not_plain {
+        return Ok((None, None));
+    }
+    match result.expect("read to the end unless plain_only stopped it") {
+        Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Some(Vec::new()))),
+        Err(errors) => Ok((None, Some(errors))),
     }
 }
 
@@ -712,6 +796,14 @@ fn decode_watch_event(
     )
 }
 
+/// `(texts, bytes)`: the device texts the Rust core holds now, each distinct text once
+/// however many desired states and records share it (text.rs). A diagnostic for tests and
+/// benches; the pure-Python core shares its strings through `sys.intern` and has no count.
+#[pyfunction]
+fn held_texts() -> (usize, usize) {
+    text::held()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDesired>()?;
@@ -725,5 +817,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_list, m)?)?;
     m.add_function(wrap_pyfunction!(decode_list_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(decode_watch_event, m)?)?;
+    m.add_function(wrap_pyfunction!(held_texts, m)?)?;
     Ok(())
 }

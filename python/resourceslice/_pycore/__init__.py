@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from resourceslice._pycore import edit as _edit
 from resourceslice._pycore import plan as _plan
@@ -90,10 +90,31 @@ def non_plain(items: list[Any]) -> list[int]:
     return [i for i, item in enumerate(items) if not _is_plain(item, 0)]
 
 
+@overload
 def prepare_desired(
-    driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int
-) -> tuple[Desired | None, list[str]]:
-    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``."""
+    driver: str,
+    pools: Mapping[str, Mapping[str, Any]],
+    max_slice_bytes: int,
+    plain_only: Literal[False] = False,
+) -> tuple[Desired | None, list[str]]: ...
+@overload
+def prepare_desired(
+    driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int, plain_only: bool
+) -> tuple[Desired | None, list[str] | None]: ...
+def prepare_desired(
+    driver: str,
+    pools: Mapping[str, Mapping[str, Any]],
+    max_slice_bytes: int,
+    plain_only: bool = False,
+) -> tuple[Desired | None, list[str] | None]:
+    """Validate and canonicalise; ``(desired, [])`` or ``(None, ["path: problem", ...])``;
+    ``(None, None)`` with ``plain_only`` when ``driver`` or ``pools`` hold anything that is
+    not plain (``non_plain``'s rule, a pool counting as depth 0)."""
+    if plain_only and not (
+        _is_plain(driver, 0)
+        and all(type(name) is str and _is_plain(pool, 0) for name, pool in pools.items())
+    ):
+        return None, None
     state, errors = prepare(driver, pools, max_slice_bytes)
     return (Desired(state) if state is not None else None), errors
 

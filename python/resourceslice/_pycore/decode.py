@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -151,7 +152,8 @@ def record(obj: Any) -> SliceRecord:
         stored = canonical.stored_device(device)
         if stored is not None:
             device_names.append(stored[0])
-            device_jsons.append(stored[1])
+            # Shared with the desired state's equal text, as the Rust core shares it.
+            device_jsons.append(sys.intern(stored[1]))
     header = canonical.header(
         driver,
         pool_name,

@@ -8,6 +8,7 @@ device's canonical JSON is rendered only once it is known to be valid.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -1195,7 +1196,8 @@ def _device_entry(e: _Errors, v: Node, advanced: bool, max_slice_bytes: int) -> 
             taint["timeAdded"] = canonical.normalise_time(taint["timeAdded"])
         else:
             untimed = True
-    text = canonical.to_json(value)
+    # Shared with the informer's records of the same text (docs/core.md §6).
+    text = sys.intern(canonical.to_json(value))
     size = len(text.encode())
     if size > max_slice_bytes - SLICE_OVERHEAD:
         e.report(DEVICE_TOO_LARGE)
