@@ -48,8 +48,8 @@ from prometheus_client.metrics_core import (
 )
 
 from resourceslice._getserver import GetServer, Response, ServerLimits
+from resourceslice._observer import SYNC_SECONDS_BUCKETS, Snapshot
 from resourceslice.controller import Controller
-from resourceslice.health import SYNC_SECONDS_BUCKETS, Snapshot
 from resourceslice.probes import AnyController, answer
 
 if TYPE_CHECKING:
