@@ -42,6 +42,9 @@ from resourceslice.api import RequestDeadlineError, ResourceSliceError, Validati
 from resourceslice.connection import ApiError
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from resourceslice._http import ListOptions
     from resourceslice.connection import Client
 
 log = logging.getLogger(__name__)
@@ -399,16 +402,7 @@ class ResourceSliceAPI:
         )
         return v.object_to_v1(data)
 
-    def list_resource_slice(
-        self,
-        *,
-        field_selector: str,
-        watch: bool = False,
-        allow_watch_bookmarks: bool = False,
-        resource_version: str | None = None,
-        timeout_seconds: int | None = None,
-        timeout: tuple[float, float] | None = None,
-    ) -> Any:
+    def list_resource_slice(self, **options: Unpack[ListOptions]) -> Any:
         """:class:`~resourceslice._http.SliceLister`'s list or watch, in the served version.
 
         The informer's ``api``: the streamed response, whose chunks are v1 (a v1beta1 one is
@@ -416,19 +410,11 @@ class ResourceSliceAPI:
         """
         v = self.current()
         response = self._call(
-            v,
-            lambda: SliceLister(self._client, v.path).list_resource_slice(
-                field_selector=field_selector,
-                watch=watch,
-                allow_watch_bookmarks=allow_watch_bookmarks,
-                resource_version=resource_version,
-                timeout_seconds=timeout_seconds,
-                timeout=timeout,
-            ),
+            v, lambda: SliceLister(self._client, v.path).list_resource_slice(**options)
         )
         if v.version != "v1beta1":
             return response  # the same JSON as v1 but for apiVersion
-        return _ConvertedResponse(response, v, watch)
+        return _ConvertedResponse(response, v, options.get("watch", False))
 
 
 class _ConvertedResponse:

@@ -20,8 +20,14 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
-__all__ = ["GetServer", "ServerLimits"]
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["Closing", "GetServer", "GetServerShell", "ServerLimits"]
+
+_Self = TypeVar("_Self", bound="Closing")
 
 #: What a handler answers for a path: status, content type, body.
 Response = tuple[int, str, bytes]
@@ -176,6 +182,40 @@ class GetServer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._server.wait_closed()
+
+
+class Closing:
+    """A server whose ``with`` block ends with its :meth:`close`, which a subclass defines."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class GetServerShell(Closing):
+    """The shell of a server that answers through a :class:`GetServer` (``self._server``,
+    set by the subclass): the probes', the metrics'. Its user sees where it listens, and
+    closes it (or leaves a ``with`` block)."""
+
+    _server: GetServer
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._server.address
+
+    def close(self) -> None:
+        """Stops listening; returns once its threads ended."""
+        self._server.close()
 
 
 def _request_line(head: bytes) -> tuple[str, str]:

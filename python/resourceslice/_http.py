@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import quote, urlencode
 
 import urllib3
@@ -27,6 +27,8 @@ from resourceslice.api import RequestDeadlineError
 from resourceslice.connection import ApiError, Connection, api_error
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from resourceslice.connection import Client
 
 #: (connect, read) seconds: a hung apiserver must not stall a worker forever.
@@ -169,37 +171,56 @@ def _timeout(
     return urllib3.Timeout(connect=min(connect, left / phases), read=read, total=left)
 
 
-class SliceLister:
-    """List and watch of ResourceSlices, the informer's view of the API: raw responses.
+class _ListSelector(TypedDict):
+    field_selector: str
 
-    The keywords are those of the generated ``ResourceV1Api.list_resource_slice``.
+
+class ListOptions(_ListSelector, total=False):
+    """The keywords of a list or watch of ResourceSlices, typed once for every
+    ``list_resource_slice``: :class:`SliceLister`'s, which sends them,
+    :class:`~resourceslice._apiversion.ResourceSliceAPI`'s, which hands them on in the served
+    version, and the informer's :class:`~resourceslice.informer.ListApi`.
+
+    Those of the generated ``ResourceV1Api.list_resource_slice`` (``watch`` and
+    ``allow_watch_bookmarks`` default to false, the others to None: not sent), and
+    ``timeout``: the request's (connect, read) seconds.
     """
+
+    watch: bool
+    allow_watch_bookmarks: bool
+    resource_version: str | None
+    timeout_seconds: int | None
+    timeout: tuple[float, float] | None
+
+
+class SliceLister:
+    """List and watch of ResourceSlices, the informer's view of the API: raw responses."""
 
     def __init__(self, api_client: Client, path: str = SLICES_PATH) -> None:
         self._client = api_client
         self._path = path
 
-    def list_resource_slice(
-        self,
-        *,
-        field_selector: str,
-        watch: bool = False,
-        allow_watch_bookmarks: bool = False,
-        resource_version: str | None = None,
-        timeout_seconds: int | None = None,
-        timeout: tuple[float, float] | None = None,
-    ) -> Any:
+    def list_resource_slice(self, **options: Unpack[ListOptions]) -> Any:
         """The streamed response (read it, then :func:`release` it), or ApiError."""
-        query = [("fieldSelector", field_selector)]
-        if watch:
+        query = [("fieldSelector", options["field_selector"])]
+        if options.get("watch", False):
             query.append(("watch", "true"))
-        if allow_watch_bookmarks:
+        if options.get("allow_watch_bookmarks", False):
             query.append(("allowWatchBookmarks", "true"))
+        resource_version = options.get("resource_version")
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
+        timeout_seconds = options.get("timeout_seconds")
         if timeout_seconds is not None:
             query.append(("timeoutSeconds", str(timeout_seconds)))
-        return request(self._client, "GET", self._path, query=query, stream=True, timeout=timeout)
+        return request(
+            self._client,
+            "GET",
+            self._path,
+            query=query,
+            stream=True,
+            timeout=options.get("timeout"),
+        )
 
 
 def stream_lines(response: Any) -> Iterator[bytes]:

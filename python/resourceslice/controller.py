@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Optional, TypedDict
 
 from resourceslice._http import node_uid, retry_after
+from resourceslice._observer import ObservedSliceAPI, Observer, Snapshot
 from resourceslice._plain import owner_ref, prepare, to_plain_pools
 from resourceslice.api import (
     DriverResources,
@@ -26,7 +27,7 @@ from resourceslice.api import (
     Stats,
     ValidationError,
 )
-from resourceslice.health import Health, ObservedSliceAPI, Observer, Snapshot
+from resourceslice.health import Health
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.leaderelection import LeaderElection, LeaderElector, NotLeaderError
 from resourceslice.mutation_cache import MutationCache

@@ -22,8 +22,11 @@ from resourceslice.connection import ApiError
 from resourceslice.store import SliceStore
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from resourceslice import _core as core
     from resourceslice._core import SliceRecord
+    from resourceslice._http import ListOptions
     from resourceslice.connection import Client
 else:
     from resourceslice._backend import core
@@ -43,21 +46,13 @@ _SHORT_WATCH = 1.0
 
 
 class ListApi(Protocol):
-    """What the informer calls: :class:`SliceLister`'s signature.
+    """What the informer calls: :class:`SliceLister`'s signature (its keywords:
+    :class:`~resourceslice._http.ListOptions`).
 
     The seam for another API version, or for a test's scripted responses.
     """
 
-    def list_resource_slice(
-        self,
-        *,
-        field_selector: str,
-        watch: bool = False,
-        allow_watch_bookmarks: bool = False,
-        resource_version: str | None = None,
-        timeout_seconds: int | None = None,
-        timeout: tuple[float, float] | None = None,
-    ) -> Any: ...
+    def list_resource_slice(self, **options: Unpack[ListOptions]) -> Any: ...
 
 
 class Backoff:

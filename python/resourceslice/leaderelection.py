@@ -22,12 +22,13 @@ attempts that follow a failed one) must be over by the renew deadline, when the 
 writing anyway; an attempt to take the Lease, and the release, get ``renew_deadline`` each.
 No Lease request is retried by the transport (see :func:`resourceslice._http.request`): a
 hung request must not keep a standby from trying again, nor :meth:`LeaderElector.stop` from
-returning within a pod's grace period.
+returning within a pod's grace period. The requests themselves are
+:class:`resourceslice._lease.LeaseLock`'s, as client-go's elector sends its through a
+``resourcelock``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import socket
@@ -35,13 +36,11 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from resourceslice._http import REQUEST_TIMEOUT, request
-from resourceslice.api import RequestDeadlineError, ResourceSliceError
+from resourceslice._lease import LeaseLock, lease_spec, micro_time
+from resourceslice.api import ResourceSliceError
 from resourceslice.connection import ApiError
 from resourceslice.workqueue import Clock, MonotonicClock
 
@@ -155,11 +154,6 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-def _micro_time() -> str:
-    """Now as a ``MicroTime``: informational only, nobody's expiry depends on it."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class LeaderElector:
     """Takes and holds one Lease for this replica, in a thread of its own.
 
@@ -188,17 +182,15 @@ class LeaderElector:
         holder: str | None = None,
     ) -> None:
         self.config = config
-        self._labels = labels
         self.identity = holder or config.identity or default_identity()
-        self.lease = f"{config.namespace}/{config.name}"
-        self._client = api_client
         self._clock = clock or MonotonicClock()
+        # The Lease's requests (get, create, update), bounded by deadlines of our clock.
+        self._api = LeaseLock(
+            api_client, config.namespace, config.name, clock=self._clock, labels=labels
+        )
+        self.lease = self._api.describe
         self._on_change = on_change
         self._on_error = on_error
-        self._collection = (
-            f"/apis/coordination.k8s.io/v1/namespaces/{quote(config.namespace, safe='')}/leases"
-        )
-        self._path = f"{self._collection}/{quote(config.name, safe='')}"
         # Whether the thread tries to take the Lease, or only renews it while held (a
         # shard's Lease: the sharding round decides which to take).
         self._acquires = acquires
@@ -436,7 +428,7 @@ class LeaderElector:
         return acquired
 
     def _attempt(self, deadline: float, epoch: int) -> _Outcome:
-        now = _micro_time()
+        now = micro_time()
         if self.is_leader() and self._lease is not None:
             # The fast path: our own last write is the Lease's newest version, unless
             # someone else changed it since (then the slow path below looks). One request,
@@ -444,7 +436,7 @@ class LeaderElector:
             # often make it fail, and then it costs one more.
             kept = self._lease.get("spec") or {}
             try:
-                self._store(self._update(self._lease, self._spec(now, kept, 0), deadline))
+                self._store(self._api.update(self._lease, self._spec(now, kept, 0), deadline))
                 return _Outcome.KEPT
             except Exception:
                 # Any failure, as client-go: a 409 (someone wrote it), a 404 (someone
@@ -463,7 +455,7 @@ class LeaderElector:
     def _read_and_take(self, now: str, deadline: float, epoch: int) -> _Outcome | None:
         """The slow path: read the Lease, take or renew it if we may; None if someone
         wrote it between our read and our write."""
-        lease = self._get(deadline)
+        lease = self._api.get(deadline)
         if self._epoch != epoch:
             return _Outcome.NOT_TAKEN  # given up meanwhile: write nothing more
         if lease is None:
@@ -474,7 +466,7 @@ class LeaderElector:
                 return _Outcome.NOT_TAKEN
             ours = self._holder() == self.identity
             try:
-                self._store(self._create(self._spec(now, {}, 0), deadline))
+                self._store(self._api.create(self._spec(now, {}, 0), deadline))
             except ApiError as exc:
                 if exc.status == 409:  # another candidate created it first
                     return None
@@ -491,7 +483,7 @@ class LeaderElector:
             else self._spec(now, {}, 1 + (spec.get("leaseTransitions") or 0))
         )
         try:
-            self._store(self._update(lease, mine, deadline))
+            self._store(self._api.update(lease, mine, deadline))
         except ApiError as exc:
             if exc.status == 409:  # another candidate was faster
                 return None
@@ -501,13 +493,13 @@ class LeaderElector:
     def _spec(self, now: str, kept: dict[str, Any], transitions: int) -> dict[str, Any]:
         """Our Lease spec as of ``now``: ``kept``'s acquire time and transitions if we
         hold on to it, else a new acquisition after ``transitions``."""
-        return {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": int(self.config.lease_duration),
-            "acquireTime": kept.get("acquireTime", now),
-            "renewTime": now,
-            "leaseTransitions": kept.get("leaseTransitions", transitions),
-        }
+        return lease_spec(
+            self.identity,
+            int(self.config.lease_duration),
+            kept.get("acquireTime", now),
+            now,
+            kept.get("leaseTransitions", transitions),
+        )
 
     def _store(self, lease: dict[str, Any]) -> None:
         """Remember ``lease``; a spec not seen before restarts its expiry countdown."""
@@ -579,74 +571,17 @@ class LeaderElector:
     def _release(self, deadline: float) -> None:
         """Hand the Lease back (empty holder, as client-go does), if it still names us."""
         for _ in range(3):  # a conflict: someone wrote it meanwhile; look again
-            lease = self._get(deadline)
+            lease = self._api.get(deadline)
             spec = (lease or {}).get("spec") or {}
             if lease is None or spec.get("holderIdentity") != self.identity:
                 return
-            now = _micro_time()
-            released = {
-                "holderIdentity": "",
-                "leaseDurationSeconds": 1,
-                "acquireTime": now,
-                "renewTime": now,
-                "leaseTransitions": spec.get("leaseTransitions", 0),
-            }
+            now = micro_time()
+            released = lease_spec("", 1, now, now, spec.get("leaseTransitions", 0))
             try:
-                self._update(lease, released, deadline)
+                self._api.update(lease, released, deadline)
             except ApiError as exc:
                 if exc.status != 409:
                     raise
                 continue
             log.info("leader election: %s released lease %s", self.identity, self.lease)
             return
-
-    # -- the Lease API --------------------------------------------------------------------
-
-    def _get(self, deadline: float) -> dict[str, Any] | None:
-        try:
-            response = self._request("GET", self._path, deadline)
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        lease: dict[str, Any] = json.loads(response.data)
-        return lease
-
-    def _create(self, spec: dict[str, Any], deadline: float) -> dict[str, Any]:
-        metadata: dict[str, Any] = {"name": self.config.name, "namespace": self.config.namespace}
-        if self._labels:
-            metadata["labels"] = self._labels
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": metadata,
-            "spec": spec,
-        }
-        return self._send("POST", self._collection, body, deadline)
-
-    def _update(
-        self, lease: dict[str, Any], spec: dict[str, Any], deadline: float
-    ) -> dict[str, Any]:
-        # The whole object as read, resourceVersion included: the update fails with 409 if
-        # anyone wrote the Lease since. Our labels replace theirs: a shard's Lease taken
-        # under another number of shards says so.
-        if self._labels:
-            metadata = lease.get("metadata") or {}
-            labels = {**(metadata.get("labels") or {}), **self._labels}
-            lease = {**lease, "metadata": {**metadata, "labels": labels}}
-        return self._send("PUT", self._path, {**lease, "spec": spec}, deadline)
-
-    def _send(
-        self, method: str, path: str, body: dict[str, Any], deadline: float
-    ) -> dict[str, Any]:
-        response = self._request(method, path, deadline, json.dumps(body).encode())
-        lease: dict[str, Any] = json.loads(response.data)
-        return lease
-
-    def _request(self, method: str, path: str, deadline: float, body: bytes | None = None) -> Any:
-        """One Lease request, over by ``deadline`` (our clock), sent once."""
-        left = deadline - self._clock.now()
-        if left <= 0:
-            raise RequestDeadlineError(f"{method} lease {self.lease}: past the attempt's deadline")
-        timeout = (min(REQUEST_TIMEOUT[0], left), min(REQUEST_TIMEOUT[1], left))
-        return request(self._client, method, path, body=body, timeout=timeout, total=left)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -47,13 +46,10 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
-from resourceslice._getserver import GetServer, Response, ServerLimits
+from resourceslice._getserver import GetServer, GetServerShell, Response, ServerLimits
+from resourceslice._observer import SYNC_SECONDS_BUCKETS, Snapshot
 from resourceslice.controller import Controller
-from resourceslice.health import SYNC_SECONDS_BUCKETS, Snapshot
 from resourceslice.probes import AnyController, answer
-
-if TYPE_CHECKING:
-    from types import TracebackType
 
 __all__ = ["ControllerCollector", "MetricsServer", "ServerLimits", "register", "serve"]
 
@@ -211,7 +207,7 @@ def register(
     return collector
 
 
-class MetricsServer:
+class MetricsServer(GetServerShell):
     """``/metrics`` of ``registry`` and the health of the controllers of ``collector``, over
     HTTP, in a thread.
 
@@ -250,21 +246,3 @@ class MetricsServer:
         """What ``/metrics`` serves: register more collectors here (a kubelet plugin's
         checkpoint: ``resourceslice.kubeletplugin.metrics.register(helper, registry=...)``)."""
         return self._registry
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self._server.address
-
-    def close(self) -> None:
-        self._server.close()
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

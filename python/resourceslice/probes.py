@@ -13,13 +13,11 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
-from resourceslice._getserver import GetServer, Response, ServerLimits
+from resourceslice._getserver import GetServer, GetServerShell, Response, ServerLimits
 from resourceslice.controller import Controller
 from resourceslice.health import Health
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from resourceslice.aio import AsyncController
 
 __all__ = ["HealthServer", "ServerLimits", "serve_health"]
@@ -52,7 +50,7 @@ def answer(path: str, controllers: Sequence[AnyController]) -> Response:
     return 200 if ok else 503, "application/json", json.dumps(body, indent=2).encode() + b"\n"
 
 
-class HealthServer:
+class HealthServer(GetServerShell):
     """The probes of :func:`answer` for the controllers added, over HTTP, in a thread.
 
     Port 0 picks a free port: ``address`` says which. It listens from the start, so that a
@@ -87,25 +85,6 @@ class HealthServer:
     def remove(self, controller: AnyController) -> None:
         with self._lock:
             self._controllers.remove(controller)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self._server.address
-
-    def close(self) -> None:
-        """Stops listening; returns once its threads ended."""
-        self._server.close()
-
-    def __enter__(self) -> HealthServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def serve_health(

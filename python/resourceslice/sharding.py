@@ -40,15 +40,13 @@ stops cannot know that none of the others still writes under it.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from resourceslice._http import REQUEST_TIMEOUT, request
+from resourceslice._lease import list_leases
 from resourceslice.leaderelection import (
     JITTER_FACTOR,
     SHARDS_HOLDER,
@@ -128,7 +126,7 @@ class ShardedElector:
         # The group's Lease, held with every replica of the same K: see the module's doc.
         self.in_force = LeaderElector(
             api_client,
-            _lease(config, config.name),
+            _election(config, config.name),
             on_change=self._in_force_changed,
             on_error=on_error,
             clock=self._clock,
@@ -139,7 +137,7 @@ class ShardedElector:
         )
         self.member = LeaderElector(
             api_client,
-            _lease(config, f"{config.name}-member-{_digest(self.identity)}", self.identity),
+            _election(config, f"{config.name}-member-{_digest(self.identity)}", self.identity),
             on_change=lambda leading: None,
             on_error=on_error,
             clock=self._clock,
@@ -148,7 +146,7 @@ class ShardedElector:
         self._shards = [
             LeaderElector(
                 api_client,
-                _lease(config, f"{config.name}-shard-{i}", self.identity),
+                _election(config, f"{config.name}-shard-{i}", self.identity),
                 on_change=self._changed(i, on_change),
                 on_error=on_error,
                 clock=self._clock,
@@ -157,9 +155,6 @@ class ShardedElector:
             )
             for i in range(config.shards)
         ]
-        self._list_path = (
-            f"/apis/coordination.k8s.io/v1/namespaces/{quote(config.namespace, safe='')}/leases"
-        )
         # Member Lease name -> (its spec, when we first saw that spec).
         self._members: dict[str, tuple[dict[str, Any], float]] = {}
         self._stopping = threading.Event()
@@ -283,17 +278,12 @@ class ShardedElector:
 
     def _list(self) -> list[dict[str, Any]]:
         # Bounded like a Lease attempt: a hung list delays the next round, not renewals.
-        deadline = self.config.renew_deadline
-        response = request(
+        return list_leases(
             self._client,
-            "GET",
-            self._list_path,
-            query=[("labelSelector", f"{GROUP_LABEL}={self._group}")],
-            timeout=(min(REQUEST_TIMEOUT[0], deadline), deadline),
-            total=deadline,
+            self.config.namespace,
+            f"{GROUP_LABEL}={self._group}",
+            self.config.renew_deadline,
         )
-        items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
-        return items
 
     def _observe(self, leases: list[dict[str, Any]]) -> list[str]:
         """Note every Lease of the group as seen now; the live holders of shards."""
@@ -330,7 +320,8 @@ class ShardedElector:
         ]
 
 
-def _lease(config: LeaderElection, name: str, identity: str | None = None) -> LeaderElection:
+def _election(config: LeaderElection, name: str, identity: str | None = None) -> LeaderElection:
+    """The settings of the Lease ``name`` of ``config``'s group."""
     return LeaderElection(
         config.namespace,
         name,

@@ -29,12 +29,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from kubernetes.client import Configuration
 
+from resourceslice._getserver import Closing
 from resourceslice._kubeclient import ClosingApiClient
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ _HEAD_END = b"\r\n\r\n"
 _CONNECT = b"CONNECT "
 
 
-class FaultProxy:
+class FaultProxy(Closing):
     """A proxy on 127.0.0.1 to ``cluster``'s apiserver; see the module docs.
 
     ``rule`` may be changed at any time; it is asked once per request.
@@ -176,17 +176,6 @@ class FaultProxy:
             _close(sock)
         for thread in self._threads:
             thread.join()
-
-    def __enter__(self) -> FaultProxy:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- the connections ----------------------------------------------------------------------
 
