@@ -6,11 +6,9 @@ see the README for an example.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
-
 from resourceslice._backend import core_backend
 from resourceslice._poolfile import load_resources
+from resourceslice._version import VERSION
 from resourceslice.api import (
     ConflictingWriterError,
     DriverResources,
@@ -79,10 +77,7 @@ from resourceslice.types import (
     TaintEffect,
 )
 
-try:
-    __version__ = _version("resourceslice")
-except PackageNotFoundError:  # python/ on the path without an installation
-    __version__ = "0+unknown"
+__version__ = VERSION
 
 __all__ = [
     "ApiError",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kubernetes.client import ApiClient, Configuration
 
-from resourceslice.connection import ConfigError
+from resourceslice._configerror import ConfigError
 
 
 class ClosingApiClient(ApiClient):

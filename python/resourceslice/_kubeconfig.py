@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from resourceslice.connection import ConfigError, UnsupportedConfig
+from resourceslice._configerror import ConfigError, UnsupportedConfig
 
 #: A kubeconfig user's fields that only the ``kubernetes`` client handles.
 _OTHER_AUTH = ("exec", "auth-provider", "username", "password", "as", "as-groups", "as-uid")

@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING, Union
 
 import urllib3
 
+# Raised here and by the kubeconfig readers; public as this module's.
+from resourceslice._configerror import ConfigError as ConfigError
+from resourceslice._configerror import UnsupportedConfig as UnsupportedConfig
+from resourceslice._version import VERSION
+
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
@@ -106,16 +111,6 @@ def is_api_error(exc: BaseException) -> bool:
         return True
     module = sys.modules.get("kubernetes.client.exceptions")
     return module is not None and isinstance(exc, module.ApiException)
-
-
-class ConfigError(Exception):
-    """A connection's configuration cannot be loaded (a missing file, a kubeconfig without
-    the context asked for)."""
-
-
-class UnsupportedConfig(ConfigError):
-    """A kubeconfig that needs what :class:`Connection` does not do (an exec plugin, an auth
-    provider, a proxy): :func:`connect` hands it to the ``kubernetes`` client instead."""
 
 
 class Connection:
@@ -306,6 +301,4 @@ def _load_client_cert(
 
 
 def _user_agent() -> str:
-    from resourceslice import __version__
-
-    return f"resourceslice/{__version__} (python {sys.version_info[0]}.{sys.version_info[1]})"
+    return f"resourceslice/{VERSION} (python {sys.version_info[0]}.{sys.version_info[1]})"
