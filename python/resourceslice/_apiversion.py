@@ -252,27 +252,13 @@ def _no_outcome(answered: bool) -> None:
     return None
 
 
-class ResourceSliceAPI:
-    """ResourceSlice requests in the newest version the cluster serves, with v1 bodies.
+class ServedVersion:
+    """The newest ``resource.k8s.io`` version the cluster serves, asked once and again after
+    a 404: for slices (:class:`ResourceSliceAPI`) and for claims (the kubelet plugin, the
+    claim status writer), one group, one answer. Thread-safe."""
 
-    Thread-safe: the informer and the controller's workers share one. ``write_budget``, if
-    given, is asked just before each write is sent for the seconds it may take at most
-    (a leader's writes end before its lease could pass to another replica); it raises to
-    stop the write. ``write_ended(answered)`` is told when a write given a budget is over,
-    and whether its outcome is known: the server answered it, or it was not sent at all
-    (else the write may still commit: the leader then does not hand its Lease straight to a
-    successor).
-    """
-
-    def __init__(
-        self,
-        api_client: Client,
-        write_budget: Callable[[], float | None] | None = None,
-        write_ended: Callable[[bool], None] | None = None,
-    ) -> None:
+    def __init__(self, api_client: Client) -> None:
         self._client = api_client
-        self._write_budget = write_budget or _no_budget
-        self._write_ended = write_ended or _no_outcome
         self._lock = threading.Lock()
         self._current: SliceVersion | None = None
 
@@ -324,6 +310,38 @@ class ResourceSliceAPI:
         if not (major and major.group() and minor and minor.group()):
             return None
         return (int(major.group()), int(minor.group()))
+
+
+class ResourceSliceAPI:
+    """ResourceSlice requests in the newest version the cluster serves, with v1 bodies.
+
+    Thread-safe: the informer and the controller's workers share one. ``write_budget``, if
+    given, is asked just before each write is sent for the seconds it may take at most
+    (a leader's writes end before its lease could pass to another replica); it raises to
+    stop the write. ``write_ended(answered)`` is told when a write given a budget is over,
+    and whether its outcome is known: the server answered it, or it was not sent at all
+    (else the write may still commit: the leader then does not hand its Lease straight to a
+    successor).
+    """
+
+    def __init__(
+        self,
+        api_client: Client,
+        write_budget: Callable[[], float | None] | None = None,
+        write_ended: Callable[[bool], None] | None = None,
+    ) -> None:
+        self._client = api_client
+        self._write_budget = write_budget or _no_budget
+        self._write_ended = write_ended or _no_outcome
+        self._served = ServedVersion(api_client)
+
+    def current(self, total: float | None = None) -> SliceVersion:
+        """:meth:`ServedVersion.current`."""
+        return self._served.current(total)
+
+    def forget(self, version: SliceVersion) -> None:
+        """:meth:`ServedVersion.forget`."""
+        self._served.forget(version)
 
     def _call(self, version: SliceVersion, request: Callable[[], _T]) -> _T:
         try:

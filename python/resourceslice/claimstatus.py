@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Union
 from urllib.parse import quote
 
-from resourceslice._apiversion import ResourceSliceAPI, SliceVersion
+from resourceslice._apiversion import ServedVersion, SliceVersion
 from resourceslice._claimstatus_checks import (
     MAX_DATA_DEPTH,
     MAX_FIELD_MANAGER,
@@ -285,7 +285,7 @@ class DeviceStatusWriter:
         self.driver = driver
         self.base = base
         self._client = api_client
-        self._api = ResourceSliceAPI(api_client)
+        self._served = ServedVersion(api_client)
 
     def field_manager(self, pool: str, device: str, share_id: str | None = None) -> str:
         """The field manager of one entry: ``<base>/<pool>/<device>[/<shareID>]``; a name
@@ -366,11 +366,11 @@ class DeviceStatusWriter:
     def _version(self, deadline: float | None) -> SliceVersion:
         """The served version; its discovery, when due, by ``deadline``."""
         if deadline is None:
-            return self._api.current()
+            return self._served.current()
         left = deadline - time.monotonic()
         if left <= 0:
             raise RequestDeadlineError("a device status write: its deadline passed")
-        return self._api.current(total=left)
+        return self._served.current(total=left)
 
     def _key(self, pool: str, device: str, share_id: str | None) -> dict[str, Any]:
         key: dict[str, Any] = {"driver": self.driver, "pool": pool, "device": device}
@@ -439,7 +439,7 @@ class DeviceStatusWriter:
             )
         except ApiError as exc:
             if exc.status == 404:
-                self._api.forget(version)
+                self._served.forget(version)
             if exc.status == 409:
                 managers, fields = _conflict(exc)
                 raise DeviceStatusConflictError(f"{namespace}/{name}", managers, fields) from exc

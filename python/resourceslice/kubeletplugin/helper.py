@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import grpc
 
-from resourceslice._apiversion import GROUP, ResourceSliceAPI
+from resourceslice._apiversion import GROUP, ServedVersion
 from resourceslice._http import REQUEST_TIMEOUT, get_json, request
 from resourceslice.api import DriverResources, Owner
 from resourceslice.claimstatus import DeviceStatusWriter
@@ -138,7 +138,7 @@ class Helper:
         self._api_client = api_client
         # Claims are read in the newest resource.k8s.io version served, which the slices'
         # discovery finds (one group, one answer).
-        self._claim_api = ResourceSliceAPI(api_client) if api_client is not None else None
+        self._served = ServedVersion(api_client) if api_client is not None else None
         self._device_status = (
             DeviceStatusWriter(api_client, driver=driver, node_name=node_name)
             if api_client is not None
@@ -333,9 +333,9 @@ class Helper:
         self, namespace: str, name: str, deadline: float | None = None
     ) -> ResourceClaim | None:
         """The claim as the apiserver has it now (v1); None when there is none."""
-        if self._api_client is None or self._claim_api is None:
+        if self._api_client is None or self._served is None:
             raise ValueError("no api_client: claims cannot be read")
-        version = self._claim_api.current(self._left(deadline))
+        version = self._served.current(self._left(deadline))
         path = (
             f"/apis/{GROUP}/{version.version}/namespaces/{quote(namespace, safe='')}"
             f"/resourceclaims/{quote(name, safe='')}"

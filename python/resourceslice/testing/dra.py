@@ -63,7 +63,7 @@ from urllib.parse import quote
 
 from kubernetes.client.exceptions import ApiException
 
-from resourceslice._apiversion import ResourceSliceAPI
+from resourceslice._apiversion import ServedVersion
 from resourceslice._http import get_json, send_json
 from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing._jsonlines import Event, JsonLinesProcess
@@ -290,7 +290,7 @@ class DRACluster:
         self._namespaces: set[str] = set()
         #: The resource.k8s.io version objects are created and read in: the newest the
         #: apiserver serves (v1; v1beta2 on 1.33, v1beta1 on 1.32), as drivers would.
-        self.resource_api = ResourceSliceAPI(self._client).current().api_version
+        self.resource_api = ServedVersion(self._client).current().api_version
         self._resource = f"/apis/{self.resource_api}"
 
     @property
