@@ -20,9 +20,8 @@ from typing import Any
 import grpc
 import pytest
 
-from kubeletplugin.env import RecordingPlugin, uid
-from kubeletplugin.test_kubelet import GatedPlugin, Node, lock_waiters
-from kubeletplugin.test_kubelet import node as node
+from kubeletplugin.env import Node, RecordingPlugin, uid
+from kubeletplugin.test_kubelet import GatedPlugin, lock_waiters
 from resourceslice import kubeletplugin
 from resourceslice.kubeletplugin._pb import (
     health_v1_pb2,
