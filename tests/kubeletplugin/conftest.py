@@ -9,10 +9,10 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from kubeletplugin.env import Node
 from resourceslice.testing import TestCluster
 from resourceslice.testing.kubelet import KubeletHarness
 from support.controller_env import library_client
+from support.kubelet_env import Node
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from kubeletplugin.env import Node, RecordingPlugin, delete_claim, uid
 from resourceslice import kubeletplugin
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import Node, RecordingPlugin, delete_claim, uid
 
 pytestmark = pytest.mark.integration
 

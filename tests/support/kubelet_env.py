@@ -1,6 +1,6 @@
-"""What the kubelet plugin tests share: allocated claims on the real apiserver, a plugin
-that records its calls, one test's node with its plugin's helpers (the ``node`` fixture of
-conftest.py), and kubelet (the harness built from kubelet's code)."""
+"""What the kubelet plugin tests share (and the docs and security tests that run a plugin):
+allocated claims on the real apiserver, a plugin that records its calls, and one test's node
+with its plugin's helpers (the ``node`` fixture of tests/kubeletplugin/conftest.py)."""
 
 from __future__ import annotations
 
