@@ -105,7 +105,7 @@ test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-m
 	$(OLDEST_PY) -m pytest $(OLDEST_TESTS)
 
 # The tests that run a second time with the library on its own Connection instead of a
-# kubernetes ApiClient (RESOURCESLICE_TEST_CLIENT; tests/integration/controller_env.py): the
+# kubernetes ApiClient (RESOURCESLICE_TEST_CLIENT; tests/support/controller_env.py): the
 # controller, leader election and shards, the kubelet plugin.
 CONNECTION_TESTS = tests/integration/test_controller.py tests/integration/test_controller_races.py \
 	tests/integration/test_leaderelection.py tests/integration/test_sharding.py \

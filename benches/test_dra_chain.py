@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 
 from benchsize import sized
-from e2e.chain import load_example
 from resourceslice import kubeletplugin
 from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing import DRACluster, running_dra_cluster
 from resourceslice.testing._jsonlines import JsonLinesProcess
 from resourceslice.testing.cluster import build_go_binary
+from support.chain import load_example
 
 pytestmark = pytest.mark.integration
 

@@ -34,10 +34,10 @@ import pytest
 
 import resourceslice as rs
 from benchsize import sized
-from e2e.chain import EnvDriver, start_env_plugin
 from e2e.health import HealthDriver, HealthSource, rule_taints, slice_taints
 from resourceslice.controller import DEFAULT_UPDATE_INTERVAL
 from resourceslice.testing import DRACluster, PreparedPod, running_dra_cluster
+from support.chain import EnvDriver, start_env_plugin
 
 pytestmark = pytest.mark.integration
 

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from benchsize import sized
-from e2e.chain import load_example
 from resourceslice._http import get_json
 from resourceslice.testing import DRACluster, SimulatedNode, running_dra_cluster, wait_until
 from resourceslice.testing._jsonlines import JsonLinesProcess
 from resourceslice.testing.cluster import build_go_binary
+from support.chain import load_example
 from test_scale import cpu_seconds
 
 pytestmark = pytest.mark.integration

@@ -9,6 +9,7 @@ require (
 	k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	resourceslice/jsonlines v0.0.0
 )
 
 require (
@@ -64,3 +65,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 	tags.cncf.io/container-device-interface/specs-go v1.1.0 // indirect
 )
+
+// The JSON-lines command loop the Go programs share, in resourceslice.testing's directory
+// (benches/ is not in the wheel: it builds from the repository).
+replace resourceslice/jsonlines => ../../python/resourceslice/testing/jsonlines

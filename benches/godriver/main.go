@@ -3,11 +3,11 @@
 // per claim, DEMO_DEVICE_<i>=1 per device), on k8s.io/dynamic-resource-allocation's
 // kubeletplugin helper and resourceslice controller — what a Go DRA driver is built on. One process serves every simulated node, as the Python
 // side does. It prints "ready" once each node's plugin is started and its pool published,
-// and stops when stdin closes.
+// and stops when stdin closes (the JSON-lines protocol of resourceslice.testing's jsonlines;
+// it takes no commands).
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	"resourceslice/jsonlines"
 )
 
 type nodeDirs struct {
@@ -181,10 +182,9 @@ func run(kubeconfig, driverName, nodesJSON string, count int) error {
 			return fmt.Errorf("node %s: %w", node.Name, err)
 		}
 	}
-	fmt.Println(`{"event": "ready"}`)
-	// stdin closed: the benchmark is done with us.
-	scanner := bufio.NewScanner(os.Stdin)
-	for scanner.Scan() {
-	}
+	out := &jsonlines.Output{Writer: os.Stdout}
+	out.Write(map[string]any{"event": "ready"})
+	// Until stdin closes: the benchmark is done with us.
+	jsonlines.Serve[struct{}](os.Stdin, out, nil)
 	return nil
 }

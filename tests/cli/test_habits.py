@@ -11,14 +11,7 @@ import pytest
 import yaml
 
 from resourceslice.cli import command
-
-from . import test_publish
-from .test_publish import EXAMPLES, device, run, slices
-
-driver = test_publish.driver
-kubeconfig = test_publish.kubeconfig
-resource_api = test_publish.resource_api
-node = test_publish.node
+from support.cli import EXAMPLES, device, run, slices
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,7 @@ import resourceslice
 from resourceslice import cli
 from resourceslice.cli import command, common
 from resourceslice.cli import publish as cli_publish
-
-from .test_publish import TIMEOUT, Output, driver, kubeconfig, resource_api, slices  # noqa: F401
+from support.cli import TIMEOUT, Output, slices
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -114,9 +113,9 @@ class _nothing:
 @pytest.mark.integration
 def test_two_replicas_one_publishes_and_hands_over_on_stop(
     tmp_path: Path,
-    kubeconfig: str,  # noqa: F811
-    resource_api: kubernetes.client.ResourceV1Api,  # noqa: F811
-    driver: str,  # noqa: F811
+    kubeconfig: str,
+    resource_api: kubernetes.client.ResourceV1Api,
+    driver: str,
     kube_client: kubernetes.client.ApiClient,
 ) -> None:
     path = tmp_path / "pools.yaml"

@@ -22,14 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import resourceslice
 from resourceslice import cli
 from resourceslice.cli import common
-
-from . import test_publish
-from .test_publish import TIMEOUT, Output, device, slices
-
-# test_publish's fixtures: a driver of the test's own, the admin kubeconfig, the slices API.
-driver = test_publish.driver
-kubeconfig = test_publish.kubeconfig
-resource_api = test_publish.resource_api
+from support.cli import TIMEOUT, Output, device, slices
 
 pytestmark = pytest.mark.integration
 

@@ -11,16 +11,7 @@ import yaml
 import resourceslice
 from resourceslice import cli
 from resourceslice.cli import common
-
-from . import test_publish
-from .test_publish import device, run, slices
-
-# test_publish's fixtures: a driver of the test's own, the admin kubeconfig, the slices API,
-# a Node.
-driver = test_publish.driver
-kubeconfig = test_publish.kubeconfig
-resource_api = test_publish.resource_api
-node = test_publish.node
+from support.cli import device, run, slices
 
 pytestmark = pytest.mark.integration
 

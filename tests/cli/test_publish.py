@@ -5,13 +5,10 @@ from __future__ import annotations
 import io
 import json
 import os
-import queue
-import re
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,59 +17,13 @@ import pytest
 import yaml
 
 import resourceslice
-from resourceslice import cli
 from resourceslice.cli import command, common
 from resourceslice.cli import publish as cli_publish
 from resourceslice.preview import first_plans
-from resourceslice.testing import TestCluster, wait_until
+from resourceslice.testing import wait_until
+from support.cli import EXAMPLES, TIMEOUT, Output, device, run, slices
 
 pytestmark = pytest.mark.integration
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-TIMEOUT = 60.0
-
-
-@pytest.fixture
-def driver(request: pytest.FixtureRequest) -> str:
-    """A driver of this test's own: tests never see each other's slices."""
-    return re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-") + ".cli.test"
-
-
-@pytest.fixture
-def kubeconfig(kube_cluster: TestCluster) -> str:
-    return str(kube_cluster.kubeconfigs["admin"])
-
-
-@pytest.fixture
-def resource_api(
-    kube_client: kubernetes.client.ApiClient, driver: str
-) -> Iterator[kubernetes.client.ResourceV1Api]:
-    api = kubernetes.client.ResourceV1Api(kube_client)
-    yield api
-    api.delete_collection_resource_slice(field_selector=f"spec.driver={driver}")
-
-
-@pytest.fixture
-def node(kube_client: kubernetes.client.ApiClient, driver: str) -> Iterator[str]:
-    name = "node-" + driver.split(".")[0][-30:].strip("-")
-    core_api = kubernetes.client.CoreV1Api(kube_client)
-    core_api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    yield name
-    core_api.delete_node(name)
-
-
-def slices(api: kubernetes.client.ResourceV1Api, driver: str) -> list[dict[str, Any]]:
-    response = api.list_resource_slice(
-        field_selector=f"spec.driver={driver}", _preload_content=False
-    )
-    items: list[dict[str, Any]] = json.loads(response.data)["items"]
-    return items
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = cli.main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_publish_once_then_status_then_restart_writes_nothing(
@@ -199,42 +150,6 @@ def test_missing_node_is_a_clear_error(
     assert (code, out) == (common.EXIT_FAILED, "")
     assert err.startswith("resourceslice: node no-such-node: 404 ")
     assert "must exist" in err
-
-
-class Output:
-    """A child process's stdout and stderr lines, as they come, for waiting on."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
-        self.seen: list[tuple[str, str]] = []
-        self.open_streams = 2
-        for name, stream in (("out", process.stdout), ("err", process.stderr)):
-            threading.Thread(target=self._pump, args=(name, stream), daemon=True).start()
-
-    def _pump(self, name: str, stream: Any) -> None:
-        with stream:
-            for line in stream:
-                self.lines.put((name, line.rstrip("\n")))
-        self.lines.put((name, None))
-
-    def wait_for(self, stream: str, text: str) -> str:
-        """The next line of ``stream`` containing ``text``; fails after TIMEOUT or at exit."""
-        while self.open_streams:
-            try:
-                name, line = self.lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                break
-            if line is None:
-                self.open_streams -= 1
-                continue
-            self.seen.append((name, line))
-            if name == stream and text in line:
-                return line
-        pytest.fail(f"no {stream} line with {text!r}; saw {self.seen}")
-
-
-def device(i: int, speed: str = "400G") -> dict[str, Any]:
-    return {"name": f"port-{i}", "attributes": {"speed": {"string": speed}}}
 
 
 def test_publish_follows_the_file_and_keeps_the_last_good_state(

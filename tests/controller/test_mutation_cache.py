@@ -5,8 +5,7 @@ from typing import Any
 import pytest
 
 from resourceslice.mutation_cache import MutationCache
-
-from .fakes import FakeClock, Rec
+from support.fakes import FakeClock, Rec
 
 
 @pytest.fixture

@@ -3,8 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from resourceslice.store import SliceStore
-
-from .fakes import Rec
+from support.fakes import Rec
 
 
 def store_of(*records: Rec) -> SliceStore:

@@ -6,8 +6,7 @@ import pytest
 
 from resourceslice.testing import wait_until
 from resourceslice.workqueue import ExponentialBackoff, TokenBucket, WorkQueue
-
-from .fakes import FakeClock
+from support.fakes import FakeClock
 
 
 @pytest.fixture

@@ -24,10 +24,10 @@ from pathlib import Path
 import kubernetes.client
 import pytest
 
-from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import allocated_claim, delete_claim, uid
 from typecheck import mypy
 
 pytestmark = pytest.mark.integration

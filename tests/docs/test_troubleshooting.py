@@ -17,11 +17,11 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, uid
 from resourceslice import kubeletplugin
 from resourceslice.testing import DRACluster, TestCluster, start_cluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
 from security.rbac_env import bound_role, shipped_role, without_verb
+from support.kubelet_env import RecordingPlugin, allocated_claim, delete_claim, uid
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "troubleshooting.md"

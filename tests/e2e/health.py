@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import resourceslice as rs
-from e2e.chain import EnvDriver
 from resourceslice import kubeletplugin
+from support.chain import EnvDriver
 
 #: The taint an unhealthy device gets: pods that do not tolerate it are evicted.
 TAINT_KEY = "gpu.e2e.example.com/unhealthy"

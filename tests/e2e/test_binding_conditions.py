@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from cli.test_publish import Output
-from e2e.chain import EnvDriver, start_env_plugin
 from resourceslice import kubeletplugin
 from resourceslice._http import get_json
 from resourceslice._kubeclient import ClosingApiClient
 from resourceslice.testing import DRACluster, running_dra_cluster, wait_until
 from resourceslice.testing.plugin import dra_containers
 from resourceslice.testing.plugin import tested_releases as releases_to_test
+from support.chain import EnvDriver, start_env_plugin
+from support.cli import Output
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from e2e.chain import EnvDriver, start_env_plugin
 from resourceslice import kubeletplugin
 from resourceslice.testing import DRACluster, PodNotPrepared, SimulatedNode
+from support.chain import EnvDriver, start_env_plugin
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from e2e.chain import plugin_dirs
 from resourceslice import kubeletplugin
 from resourceslice.kubeletplugin import METADATA_V1ALPHA1, METADATA_V1BETA1, DeviceMetadata
 from resourceslice.kubeletplugin.metadata import container_path
 from resourceslice.testing import ContainerEdits, DRACluster, SimulatedNode
 from resourceslice.testing.devicemetadata import build_metadata_oracle, go_decode, go_helper
+from support.chain import plugin_dirs
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from types import ModuleType
 
 import pytest
 
-from e2e.chain import load_example, plugin_dirs
 from resourceslice import kubeletplugin
 from resourceslice.testing import DRACluster
+from support.chain import load_example, plugin_dirs
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 import resourceslice
-from cli.test_publish import Output
-from e2e.chain import start_env_plugin
 from resourceslice import kubeletplugin
 from resourceslice.testing import DRACluster
+from support.chain import start_env_plugin
+from support.cli import Output
 
 pytestmark = pytest.mark.integration
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from e2e.chain import EnvDriver, start_env_plugin
 from e2e.health import TAINT_KEY, HealthDriver, HealthSource, rule_taints, slice_taints
 from resourceslice.testing import DRACluster, PreparedPod, running_dra_cluster, wait_until
 from resourceslice.testing import plugin as fixtures
+from support.chain import EnvDriver, start_env_plugin
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 import resourceslice as rs
-from e2e.chain import EnvDriver, start_env_plugin
 from resourceslice.testing import DRACluster
+from support.chain import EnvDriver, start_env_plugin
 
 pytestmark = pytest.mark.integration
 

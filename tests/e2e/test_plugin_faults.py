@@ -9,10 +9,10 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from e2e.chain import EnvDriver, plugin_dirs
 from resourceslice import kubeletplugin
 from resourceslice.testing import DRACluster, PodNotPrepared, wait_until
 from resourceslice.testing.pluginfaults import PluginFaults
+from support.chain import EnvDriver, plugin_dirs
 
 pytestmark = pytest.mark.integration
 

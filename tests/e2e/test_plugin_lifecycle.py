@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from e2e.chain import EnvDriver, start_env_plugin
 from resourceslice import kubeletplugin
 from resourceslice._http import get_json
 from resourceslice.testing import DRACluster, PodNotPrepared
+from support.chain import EnvDriver, start_env_plugin
 
 pytestmark = pytest.mark.integration
 

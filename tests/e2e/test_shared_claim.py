@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from e2e.chain import start_env_plugin
 from resourceslice.testing import DRACluster
+from support.chain import start_env_plugin
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,7 @@ import resourceslice as rs
 from resourceslice import aio
 from resourceslice.testing.stalls import LoopTicker
 from security.rbac_env import bound_role, shipped_role, without_verb
-
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     devices_of,

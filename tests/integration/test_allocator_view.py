@@ -24,8 +24,7 @@ import pytest
 import resourceslice as rs
 from resourceslice.testing import TestCluster
 from resourceslice.testing.cluster import build_go_binary
-
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     Gate,

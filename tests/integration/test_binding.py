@@ -19,11 +19,11 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from integration.claim_env import claims_path, delete, entries, read
 from resourceslice import aio
 from resourceslice._http import get_json, send_json
 from resourceslice.sharding import shard_of
 from resourceslice.testing import TestCluster, wait_until
+from support.claim_env import claims_path, delete, entries, read
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,6 @@ import kubernetes.client
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from integration.claim_env import allocated, claims_path, delete, entries, managers, read, result
 from resourceslice import RequestDeadlineError, ValidationError, aio
 from resourceslice._http import pool_manager, request, send_json
 from resourceslice.claimstatus import (
@@ -25,6 +24,7 @@ from resourceslice.claimstatus import (
 )
 from resourceslice.testing import TestCluster
 from resourceslice.testing.counting import RequestCounter
+from support.claim_env import allocated, claims_path, delete, entries, managers, read, result
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
-from integration.claim_env import allocated, claims_path, delete, result
 from resourceslice._http import request
 from resourceslice.claimstatus import apply_patch_body, device_status_problems
 from resourceslice.testing import TestCluster
+from support.claim_env import allocated, claims_path, delete, result
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-
-from .controller_env import SYNC_TIMEOUT, ControllerEnv, Gate, device, pools
+from support.controller_env import SYNC_TIMEOUT, ControllerEnv, Gate, device, pools
 
 pytestmark = pytest.mark.integration
 

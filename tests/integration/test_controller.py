@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import time
 from typing import Any
 
@@ -20,8 +19,7 @@ import resourceslice as rs
 from resourceslice import controller
 from resourceslice._pycore.plan import slice_name
 from resourceslice.testing import wait_until
-
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     device,
@@ -205,17 +203,6 @@ def test_network_attached_pools(env: ControllerEnv) -> None:
     assert by_pool["per"]["perDeviceNodeSelection"] is True
     assert by_pool["per"]["devices"] == per_device
     assert env.errors == []
-
-
-@pytest.fixture
-def node(env: ControllerEnv) -> Any:
-    core = kubernetes.client.CoreV1Api(env.admin)
-    name = env.driver.split(".")[0][:40] + "-node"
-    response = core.create_node(
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}, _preload_content=False
-    )
-    yield json.loads(response.data)
-    core.delete_node(name, _preload_content=False)
 
 
 def test_node_owner_uid_lookup(env: ControllerEnv, node: dict[str, Any]) -> None:

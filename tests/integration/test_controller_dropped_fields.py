@@ -11,8 +11,7 @@ import pytest
 
 import resourceslice as rs
 from resourceslice.testing import TestCluster, start_cluster, wait_until
-
-from .controller_env import ControllerEnv, device, devices_of, pools
+from support.controller_env import ControllerEnv, device, devices_of, pools
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,7 @@ import resourceslice as rs
 from resourceslice import controller as controller_module
 from resourceslice import informer as informer_module
 from resourceslice.testing import wait_until
-
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     device,

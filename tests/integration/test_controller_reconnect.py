@@ -9,8 +9,7 @@ import pytest
 
 import resourceslice as rs
 from resourceslice.testing import TestCluster, wait_until
-
-from .controller_env import (
+from support.controller_env import (
     ControllerEnv,
     device,
     devices_of,

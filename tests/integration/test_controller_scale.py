@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 import resourceslice as rs
-
-from .controller_env import (
+from support.controller_env import (
     ControllerEnv,
     device,
     pools,

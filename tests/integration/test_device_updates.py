@@ -10,8 +10,7 @@ import pytest
 
 import resourceslice as rs
 from resourceslice import aio
-
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     device,

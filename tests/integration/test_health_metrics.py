@@ -16,8 +16,7 @@ import resourceslice as rs
 from resourceslice import aio, metrics
 from resourceslice._pycore.plan import slice_name
 from resourceslice.testing import wait_until
-
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     device,

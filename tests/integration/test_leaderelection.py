@@ -15,13 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import resourceslice as rs
-from controller.fakes import FakeClock
 from resourceslice import metrics
 from resourceslice.leaderelection import LeaderElector, NotLeaderError
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.faultproxy import FaultProxy
-
-from .controller_env import ControllerEnv, device, library_twin, pools
+from support.controller_env import ControllerEnv, device, library_twin, pools
+from support.fakes import FakeClock
 
 pytestmark = pytest.mark.integration
 
@@ -43,11 +42,6 @@ class Candidate:
             on_error=lambda exc, _: self.errors.append(exc),
             clock=self.clock,
         )
-
-
-@pytest.fixture
-def lease_name(request: pytest.FixtureRequest) -> str:
-    return "le-" + request.node.name.lower().replace("_", "-")[5:50].strip("-")
 
 
 @pytest.fixture

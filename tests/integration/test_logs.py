@@ -9,8 +9,7 @@ import pytest
 
 import resourceslice as rs
 from resourceslice.testing import wait_until
-
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
     device,

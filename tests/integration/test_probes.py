@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from .controller_env import (
+from support.controller_env import (
     SYNC_TIMEOUT,
     ControllerEnv,
 )

@@ -11,8 +11,7 @@ import resourceslice as rs
 from resourceslice.leaderelection import LeaderElector
 from resourceslice.sharding import GROUP_LABEL, ShardedElector
 from resourceslice.testing import wait_until
-
-from .controller_env import ControllerEnv, device, library_twin, pools
+from support.controller_env import ControllerEnv, device, library_twin, pools
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,7 @@ import pytest
 
 import resourceslice as rs
 from resourceslice.testing import TestCluster, start_cluster, wait_until
-
-from .controller_env import ControllerEnv, device, devices_of, node_pools
+from support.controller_env import ControllerEnv, device, devices_of, node_pools
 
 pytestmark = pytest.mark.integration
 

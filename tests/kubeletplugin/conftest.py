@@ -6,11 +6,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes.client
 import pytest
 
-from integration.controller_env import library_client
 from resourceslice.testing import TestCluster
 from resourceslice.testing.kubelet import KubeletHarness
+from support.controller_env import library_client
+from support.kubelet_env import Node
 
 
 @pytest.fixture
@@ -41,3 +43,14 @@ def kube_client(kube_cluster: TestCluster) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def node(
+    request: pytest.FixtureRequest, node_dir: Path, kube_client: kubernetes.client.ApiClient
+) -> Iterator[Node]:
+    env = Node(request, node_dir, kube_client)
+    try:
+        yield env
+    finally:
+        env.close()

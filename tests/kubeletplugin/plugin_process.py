@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.kubeletplugin.env import RecordingPlugin
+from tests.support.kubelet_env import RecordingPlugin
 
 from resourceslice import kubeletplugin
 from resourceslice._kubeclient import kubeconfig_client

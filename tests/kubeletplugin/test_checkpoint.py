@@ -19,11 +19,11 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from kubeletplugin.env import allocated_claim, claims_path, delete_claim, driver_name, uid
 from resourceslice import kubeletplugin
 from resourceslice._http import send_json
 from resourceslice.kubeletplugin import checkpoint as checkpoint_file
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import allocated_claim, claims_path, delete_claim, driver_name, uid
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ from typing import Literal
 import kubernetes.client
 import pytest
 
-from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice import kubeletplugin
 from resourceslice._apiversion import ResourceSliceAPI
 from resourceslice.testing import TestCluster
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import allocated_claim, delete_claim, uid
 
 pytestmark = pytest.mark.integration
 

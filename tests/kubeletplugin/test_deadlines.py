@@ -12,13 +12,11 @@ from typing import Any
 import grpc
 import pytest
 
-from kubeletplugin.env import NAMESPACE, RecordingPlugin, uid
-from kubeletplugin.test_kubelet import Node
-from kubeletplugin.test_kubelet import node as node
 from resourceslice import kubeletplugin
 from resourceslice.kubeletplugin._pb import dra_v1_pb2, dra_v1_pb2_grpc
 from resourceslice.testing import TestCluster
 from resourceslice.testing.faultproxy import Fault, FaultProxy
+from support.kubelet_env import NAMESPACE, Node, RecordingPlugin, uid
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,10 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from e2e.chain import load_example
-from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing.kubelet import KubeletHarness
+from support.chain import load_example
+from support.kubelet_env import allocated_claim, delete_claim, uid
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ import grpc
 import kubernetes.client
 import pytest
 
-from kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, driver_name, uid
 from resourceslice import kubeletplugin
 from resourceslice.kubeletplugin._pb import dra_v1_pb2, dra_v1_pb2_grpc
 from resourceslice.testing import wait_until
 from resourceslice.testing.kubelet import KubeletHarness
 from resourceslice.testing.pluginfaults import PluginFaults
+from support.kubelet_env import RecordingPlugin, allocated_claim, delete_claim, driver_name, uid
 
 pytestmark = pytest.mark.integration
 

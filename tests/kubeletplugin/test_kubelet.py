@@ -15,66 +15,18 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any
 
-import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, driver_name, uid
 from resourceslice import kubeletplugin
 from resourceslice._http import get_json, request, send_json
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import Node, RecordingPlugin, delete_claim, uid
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Node:
-    """One test's node: its driver, its plugin, the helpers started (stopped at the end)."""
-
-    def __init__(self, request: pytest.FixtureRequest, node_dir: Path, client: Any) -> None:
-        self.driver = driver_name(request.node.name)
-        self.dir = node_dir
-        self.client = client
-        self.plugin = RecordingPlugin(self.driver)
-        self.helpers: list[kubeletplugin.Helper] = []
-        self.claims: list[str] = []
-        self.errors: list[tuple[BaseException, str]] = []
-
-    def start(self, plugin: Any = None, **kwargs: Any) -> kubeletplugin.Helper:
-        kwargs.setdefault("registrar_dir", str(self.dir / "registry"))
-        Path(kwargs["registrar_dir"]).mkdir(exist_ok=True)  # kubelet's, made by kubelet
-        kwargs.setdefault("plugin_data_dir", str(self.dir / "plugins" / self.driver))
-        kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
-        kwargs.setdefault("api_client", self.client)
-        helper = kubeletplugin.start(plugin or self.plugin, driver=self.driver, **kwargs)
-        self.helpers.append(helper)
-        return helper
-
-    def claim(self, name: str, devices: list[str]) -> dict[str, Any]:
-        claim = allocated_claim(
-            self.client, self.driver, f"{self.driver.split('.')[0][:40]}-{name}", devices
-        )
-        self.claims.append(claim["metadata"]["name"])
-        return claim
-
-    def close(self) -> None:
-        for helper in self.helpers:
-            helper.stop()
-        for name in self.claims:
-            delete_claim(self.client, name)
-
-
-@pytest.fixture
-def node(
-    request: pytest.FixtureRequest, node_dir: Path, kube_client: kubernetes.client.ApiClient
-) -> Iterator[Node]:
-    env = Node(request, node_dir, kube_client)
-    try:
-        yield env
-    finally:
-        env.close()
 
 
 def test_registers_with_kubelet(node: Node, kubelet: KubeletHarness) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import kubernetes.client
 import pytest
 
-from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice import kubeletplugin
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import allocated_claim, delete_claim, uid
 
 pytestmark = pytest.mark.integration
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import kubernetes.client
 import pytest
 
-from kubeletplugin.env import RecordingPlugin, allocated_claim, delete_claim, uid
 from resourceslice import kubeletplugin
 from resourceslice._apiversion import ResourceSliceAPI
 from resourceslice.testing import TestCluster
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import RecordingPlugin, allocated_claim, delete_claim, uid
 
 pytestmark = pytest.mark.integration
 

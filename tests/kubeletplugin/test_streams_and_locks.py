@@ -20,9 +20,7 @@ from typing import Any
 import grpc
 import pytest
 
-from kubeletplugin.env import RecordingPlugin, uid
-from kubeletplugin.test_kubelet import GatedPlugin, Node, lock_waiters
-from kubeletplugin.test_kubelet import node as node
+from kubeletplugin.test_kubelet import GatedPlugin, lock_waiters
 from resourceslice import kubeletplugin
 from resourceslice.kubeletplugin._pb import (
     health_v1_pb2,
@@ -33,6 +31,7 @@ from resourceslice.kubeletplugin._pb import (
 from resourceslice.testing import wait_until
 from resourceslice.testing.cluster import build_go_binary
 from resourceslice.testing.kubelet import KubeletHarness
+from support.kubelet_env import Node, RecordingPlugin, uid
 
 pytestmark = pytest.mark.integration
 

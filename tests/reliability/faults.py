@@ -18,9 +18,9 @@ from typing import Any
 import kubernetes.client
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
+from support.controller_env import ControllerEnv
 
 
 @dataclass(frozen=True)

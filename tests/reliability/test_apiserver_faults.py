@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import device, pools
 from resourceslice import _http, informer
 from resourceslice.testing import TestCluster, wait_until
+from support.controller_env import device, pools
 
 from .faults import Run, settle
 

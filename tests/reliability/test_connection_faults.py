@@ -15,13 +15,13 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from controller.fakes import FakeClock
-from integration.controller_env import ControllerEnv, device, pools
 from resourceslice.leaderelection import LeaderElector, LeadershipLostError
 from resourceslice.sharding import ShardedElector, shard_of
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
 from resourceslice.testing.faultproxy import Fault, FaultProxy
+from support.controller_env import ControllerEnv, device, pools
+from support.fakes import FakeClock
 
 from .faults import FAULT_TABLE, FaultOutcome, Observer, problems
 

@@ -15,9 +15,9 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, driver_name, node_pools
 from resourceslice.testing import TestCluster, wait_until
 from resourceslice.testing.counting import RequestCounter
+from support.controller_env import ControllerEnv, device, driver_name, node_pools
 
 from .faults import FAULT_TABLE, Run, settle
 

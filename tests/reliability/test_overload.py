@@ -19,10 +19,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from integration.controller_env import device, pools
 from resourceslice._http import pool_manager
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 from security.rbac_env import bound_role, shipped_role
+from support.controller_env import device, pools
 
 from .faults import Run
 

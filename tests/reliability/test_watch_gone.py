@@ -20,9 +20,9 @@ import kubernetes.client
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import device, pools
 from resourceslice._http import pool_manager
 from resourceslice.testing import TestCluster, start_cluster, wait_until
+from support.controller_env import device, pools
 
 from .faults import Run
 

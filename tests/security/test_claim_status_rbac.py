@@ -29,12 +29,12 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from chart.renders import manifests
-from integration.claim_env import allocated, entries, read, result
 from resourceslice import kubeletplugin
 from resourceslice._http import send_json
 from resourceslice._kubeclient import kubeconfig_client
 from resourceslice.claimstatus import DeviceStatusWriter
 from resourceslice.testing import TestCluster, start_cluster, wait_until
+from support.claim_env import allocated, entries, read, result
 
 from .test_deploy import create_node, kubeconfig_for, scheduled_pod, token_of
 

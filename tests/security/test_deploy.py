@@ -39,13 +39,13 @@ from kubernetes.client.exceptions import ApiException
 
 import resourceslice
 from chart.renders import RENDERS, find, manifests, roles_of
-from e2e.chain import load_example
-from kubeletplugin.env import allocated_claim, delete_claim, uid
 from resourceslice import DriverResources, Pool, load_resources
 from resourceslice._http import get_json, request, send_json
 from resourceslice._kubeclient import kubeconfig_client
 from resourceslice.testing import TestCluster, start_cluster, wait_until
 from resourceslice.testing.kubelet import KubeletHarness
+from support.chain import load_example
+from support.kubelet_env import allocated_claim, delete_claim, uid
 
 pytestmark = pytest.mark.integration
 

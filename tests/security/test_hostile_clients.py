@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, pools
 from resourceslice import metrics
 from resourceslice._getserver import LISTEN_BACKLOG, GetServer, Response
 from resourceslice.testing import wait_until
+from support.controller_env import ControllerEnv, device, pools
 
 pytestmark = pytest.mark.integration
 

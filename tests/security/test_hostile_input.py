@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, pools
 from resourceslice._backend import core
 from resourceslice._http import send_json
 from resourceslice._plain import to_plain_pools
 from resourceslice.testing import TestCluster, wait_until
+from support.controller_env import ControllerEnv, device, pools
 
 DRIVER = "hostile.example.com"
 

@@ -15,8 +15,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from integration.controller_env import ControllerEnv, device, driver_name, node_pools, pools
 from resourceslice.testing import TestCluster, start_cluster, wait_until
+from support.controller_env import ControllerEnv, device, driver_name, node_pools, pools
 
 from .rbac_env import bound_role, shipped_role, without_verb
 

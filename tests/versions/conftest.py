@@ -15,11 +15,11 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from integration.controller_env import ControllerEnv, driver_name
 from resourceslice import _apiversion
 from resourceslice._apiversion import ResourceSliceAPI, SliceVersion
 from resourceslice.testing import TestCluster, start_cluster
 from resourceslice.testing.plugin import tested_releases
+from support.controller_env import ControllerEnv, driver_name
 
 #: (release, resource.k8s.io version the controller uses there).
 TARGETS = [

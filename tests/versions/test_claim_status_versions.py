@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 
-from integration.claim_env import allocated, delete, entries, read, result
 from resourceslice import ValidationError
 from resourceslice._apiversion import SliceVersion
 from resourceslice.claimstatus import DeviceStatusDroppedError, DeviceStatusWriter
 from resourceslice.testing import TestCluster, plugin, start_cluster
 from resourceslice.testing.counting import RequestCounter
+from support.claim_env import allocated, delete, entries, read, result
 from versions.conftest import on_each_target
 
 pytestmark = pytest.mark.integration

@@ -11,10 +11,8 @@ from __future__ import annotations
 import pytest
 
 import resourceslice as rs
-from integration.controller_env import SYNC_TIMEOUT, ControllerEnv, device, devices_of, pools
 from integration.test_controller import (  # the scenarios, each run here on every target
     TAINT,
-    node,  # noqa: F401  (a fixture, here on this module's clusters)
     test_create,
     test_device_added_removed_changed,
     test_explicit_slices_generation_rules,
@@ -31,11 +29,11 @@ from integration.test_controller import (  # the scenarios, each run here on eve
     test_unchanged_update_makes_no_writes,
 )
 from integration.test_leaderelection import (
-    lease_name,  # noqa: F401  (a fixture)
     test_controllers_standby_writes_nothing_and_takes_over_on_stop,
 )
 from resourceslice._apiversion import SliceVersion
 from resourceslice.testing import TestCluster, wait_until
+from support.controller_env import SYNC_TIMEOUT, ControllerEnv, device, devices_of, pools
 
 from .conftest import on_each_target
 

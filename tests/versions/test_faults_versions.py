@@ -13,9 +13,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from integration.controller_env import SYNC_TIMEOUT, device, devices_of, pools
 from resourceslice._apiversion import SliceVersion
 from resourceslice.testing import TestCluster, start_cluster, wait_until
+from support.controller_env import SYNC_TIMEOUT, device, devices_of, pools
 
 from .conftest import VersionedEnv, generated_api, on_each_target_own_cluster
 

@@ -8,13 +8,12 @@
 // Events on stdout, one JSON object a line: "published" once the first publish is done,
 // "change" per change (wall time, device, tainted), "churned" at the end. A command line
 // on stdin, {"id": n}, is answered with the writes made and the CPU time used since the
-// churn began. It stops when stdin closes.
+// churn began (the JSON-lines loop of resourceslice.testing's jsonlines). It stops when
+// stdin closes.
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	"resourceslice/jsonlines"
 )
 
 // writeCounter counts the ResourceSlice writes that leave the client, by method.
@@ -66,16 +66,7 @@ func cpuSeconds() float64 {
 	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano()).Seconds()
 }
 
-var out = json.NewEncoder(os.Stdout)
-var outMu sync.Mutex
-
-func emit(v map[string]any) {
-	outMu.Lock()
-	defer outMu.Unlock()
-	if err := out.Encode(v); err != nil {
-		panic(err)
-	}
-}
+var out = &jsonlines.Output{Writer: os.Stdout}
 
 func device(i int, tainted bool) resourceapi.Device {
 	d := resourceapi.Device{
@@ -148,7 +139,7 @@ func main() {
 	for ctrl.GetStats().NumCreates < slices {
 		time.Sleep(50 * time.Millisecond) // polling the controller's own counter
 	}
-	emit(map[string]any{"event": "published", "slices": slices})
+	out.Write(map[string]any{"event": "published", "slices": slices})
 
 	counter.reset()
 	cpu := cpuSeconds()
@@ -159,17 +150,12 @@ func main() {
 		time.Sleep(time.Until(started.Add(time.Duration(float64(tick) / *rate * float64(time.Second)))))
 		i := rng.Intn(*count)
 		tainted[i] = !tainted[i]
-		emit(map[string]any{"event": "change", "at": float64(time.Now().UnixNano()) / 1e9, "device": fmt.Sprintf("dev-%d", i), "tainted": tainted[i]})
+		out.Write(map[string]any{"event": "change", "at": float64(time.Now().UnixNano()) / 1e9, "device": fmt.Sprintf("dev-%d", i), "tainted": tainted[i]})
 		ctrl.Update(resources(tainted, *perSlice))
 	}
-	emit(map[string]any{"event": "churned", "changes": changes, "seconds": time.Since(started).Seconds()})
+	out.Write(map[string]any{"event": "churned", "changes": changes, "seconds": time.Since(started).Seconds()})
 
-	stdin := bufio.NewScanner(os.Stdin)
-	for stdin.Scan() {
-		var command map[string]any
-		if err := json.Unmarshal(stdin.Bytes(), &command); err != nil {
-			panic(err)
-		}
-		emit(map[string]any{"id": command["id"], "writes": counter.reset(), "cpu_s": cpuSeconds() - cpu})
-	}
+	jsonlines.Serve(os.Stdin, out, func(command map[string]any) any {
+		return map[string]any{"id": command["id"], "writes": counter.reset(), "cpu_s": cpuSeconds() - cpu}
+	})
 }

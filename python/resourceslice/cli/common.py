@@ -1,5 +1,5 @@
-"""What the commands share: exit codes, user errors, FILE as the command reads it, the
-cluster client and its errors."""
+"""What the commands share: exit codes, user errors, FILE as the command reads it (and its
+arguments), the cluster client (and its arguments) and its errors."""
 
 from __future__ import annotations
 
@@ -70,6 +70,35 @@ def load(path: Path, driver: str, selection: Selection) -> Loaded:
     shown = errors[:50]
     more = f"\n  … and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
     raise UserError(f"{path}: invalid:\n  " + "\n  ".join(shown) + more)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a command that talks to the cluster reaches it: kubectl's flags."""
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
+    parser.add_argument("--context", help="kubeconfig context to use")
+
+
+def add_driver_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--driver", required=True, help="the DRA driver name, e.g. gpu.example.com")
+
+
+def add_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """FILE, the driver, and which nodes pools without their own selection are for: what
+    :func:`load` and :func:`selection_of` read."""
+    parser.add_argument("file", type=Path, metavar="FILE", help="pools as YAML or JSON")
+    add_driver_argument(parser)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--node", help="the slices are this Node's (it owns them)")
+    where.add_argument(
+        "--all-nodes", action="store_true", help="pools without their own selection: every node"
+    )
+    where.add_argument(
+        "--node-selector",
+        metavar="SELECTOR",
+        help="pools without their own selection: these nodes (key=value,key!=value,key,!key)",
+    )
 
 
 def selection_of(args: argparse.Namespace) -> Selection:

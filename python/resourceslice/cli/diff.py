@@ -15,6 +15,8 @@ from resourceslice._errortext import describe_error
 from resourceslice.cli.common import (
     EXIT_USAGE,
     UserError,
+    add_cluster_arguments,
+    add_file_arguments,
     api_client,
     cluster_plans,
     load,
@@ -58,7 +60,15 @@ def unified(name: str, live: Mapping[str, Any] | None, merged: Mapping[str, Any]
     return f"diff -u -N LIVE/{path} MERGED/{path}\n{body}" if body else ""
 
 
-def cmd_diff(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+HELP = "show what publish would change, as kubectl diff (exit 1: differences)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_cluster_arguments(parser)
+    add_file_arguments(parser)
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from urllib3.exceptions import HTTPError
 
     from resourceslice._apiversion import ResourceSliceAPI

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
-from resourceslice.cli.common import EXIT_OK, counted, load, selection_of
+from resourceslice.cli.common import EXIT_OK, add_file_arguments, counted, load, selection_of
 from resourceslice.preview import first_plans
 
 if TYPE_CHECKING:
@@ -54,7 +54,15 @@ def render(objects: Sequence[Mapping[str, Any]], output: str) -> str:
     return text
 
 
-def cmd_plan(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+HELP = "print the ResourceSlices FILE becomes, without a cluster"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_file_arguments(parser)
+    parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     loaded = load(args.file, args.driver, selection_of(args))
     plans = first_plans(loaded.desired, args.node)
     objects = [json.loads(body) for plan in plans for body in plan.creates]

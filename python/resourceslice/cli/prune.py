@@ -8,6 +8,8 @@ from typing import IO
 from resourceslice.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    add_cluster_arguments,
+    add_driver_argument,
     api_client,
     counted,
     list_records,
@@ -18,7 +20,20 @@ from resourceslice.cli.common import (
 _PRUNE_ROUNDS = 3
 
 
-def cmd_prune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+HELP = "delete the driver's ResourceSlices (on uninstall)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_cluster_arguments(parser)
+    add_driver_argument(parser)
+    parser.add_argument("--node", help="only the slices of this node")
+    parser.add_argument(
+        "--yes", action="store_true", help="delete (without it: a dry run that only lists)"
+    )
+    parser.add_argument("-o", "--output", choices=("json", "yaml"), help="(default: a list)")
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Delete the driver's slices (of one node with ``--node``): for an uninstall, once the
     driver is stopped (a running one publishes them again). Without ``--yes``, a dry run: it
     lists them and succeeds, so that a script can look before it deletes."""

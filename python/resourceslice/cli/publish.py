@@ -22,6 +22,8 @@ from resourceslice.cli.common import (
     EXIT_OK,
     Loaded,
     UserError,
+    add_cluster_arguments,
+    add_file_arguments,
     api_client,
     cluster_plans,
     counted,
@@ -265,7 +267,91 @@ class Publisher:
         self.say("stopping (the slices stay as they are)")
 
 
-def cmd_publish(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+HELP = "publish FILE's pools and keep them in sync"
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; port 0: any free one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not {text!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, at least 1, not {text}")
+    return int(text)
+
+
+def _whole_seconds(text: str) -> int:
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"must be whole seconds, at least 2, not {text}")
+    return int(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_cluster_arguments(parser)
+    add_file_arguments(parser)
+    parser.add_argument("--once", action="store_true", help="exit once the cluster matches FILE")
+    parser.add_argument(
+        "--timeout", type=_positive, default=300.0, help="seconds to wait for a sync (300)"
+    )
+    parser.add_argument(
+        "--interval", type=_positive, default=1.0, help="seconds between checks of FILE (1)"
+    )
+    parser.add_argument(
+        "--metrics-address",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics and /healthz, /livez, /readyz here "
+        "(needs resourceslice[metrics])",
+    )
+    election = parser.add_argument_group(
+        "leader election", "several replicas: the one holding a Lease publishes"
+    )
+    election.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="publish only while holding the Lease (coordination.k8s.io/v1); not with --once",
+    )
+    election.add_argument(
+        "--lease-namespace",
+        metavar="NS",
+        help="the Lease's namespace (default: the Pod's, else the kubeconfig context's, "
+        "else default)",
+    )
+    election.add_argument(
+        "--lease-name",
+        metavar="NAME",
+        help="the Lease's name (default: resourceslice-DRIVER, -NODE appended with --node)",
+    )
+    election.add_argument(
+        "--lease-duration",
+        type=_whole_seconds,
+        default=15,
+        metavar="SECONDS",
+        help="how long a standby waits for a silent leader before taking over (15); the "
+        "leader renews every 2/15 of it and stops writing 2/3 of it after its last renewal",
+    )
+    election.add_argument(
+        "--shards",
+        type=_at_least_one,
+        default=1,
+        metavar="K",
+        help="split the pools into K shards, a Lease each (NAME-shard-I), spread over the "
+        "replicas (1: one leader publishes every pool)",
+    )
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     publisher = Publisher(args, out, err)
 
     def interrupted(signum: int, frame: FrameType | None) -> None:

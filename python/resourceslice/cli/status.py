@@ -11,6 +11,8 @@ from typing import IO, TYPE_CHECKING
 from resourceslice.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    add_cluster_arguments,
+    add_driver_argument,
     api_client,
     counted,
     list_records,
@@ -112,7 +114,17 @@ def status_table(statuses: Sequence[PoolStatus]) -> str:
     )
 
 
-def cmd_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+HELP = "is every pool of the driver complete and consistent?"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_cluster_arguments(parser)
+    add_driver_argument(parser)
+    parser.add_argument("--node", help="only the slices of this node")
+    parser.add_argument("-o", "--output", choices=("json", "yaml"), help="(default: a table)")
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from resourceslice.informer import field_selector
 
     client = api_client(args.kubeconfig, args.context)

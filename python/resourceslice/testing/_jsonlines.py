@@ -1,8 +1,8 @@
 """A Go helper process spoken to in JSON lines: commands on its stdin, answers (with the
 command's ``id``) and events (with an ``event`` name) on its stdout.
 
-The kubelet harness and the DRA cluster are such processes: events are collected as they
-come, in order; a call waits for its own answer.
+The kubelet harness and the DRA cluster are such processes (their side of it is the Go module
+``jsonlines/``): events are collected as they come, in order; a call waits for its own answer.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -99,7 +100,8 @@ def _source_key(
     package: str = ".",
     cgo: bool | None = None,
 ) -> str:
-    """Content hash of what the binary is built from: sources, pins, build tags and the Go
+    """Content hash of what the binary is built from: sources, pins, the modules ``gomod``
+    replaces with a local directory (the shared ``jsonlines/``), build tags and the Go
     version."""
     digest = hashlib.sha256()
     if _is_import_path(package):  # a required module's main package: go.mod pins it
@@ -119,6 +121,12 @@ def _source_key(
         path = src / name
         if path.is_file():
             digest.update(label.encode() + b"\0" + path.read_bytes() + b"\0")
+    for replacement in _local_replacements(src / gomod):
+        # Under the path go.mod gives: the key does not depend on where the package is.
+        for path in sorted((src / replacement).rglob("*")):
+            if path.name.endswith((".go", ".mod", ".sum")) and path.is_file():
+                name = f"{replacement}/{path.relative_to(src / replacement).as_posix()}"
+                digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     if tags:
         digest.update(b"tags\0" + ",".join(tags).encode() + b"\0")
     if cgo is not None:  # only when asked: the other programs keep their keys
@@ -126,6 +134,18 @@ def _source_key(
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=False)
     digest.update(version.stdout.encode())
     return digest.hexdigest()[:16]
+
+
+#: A replace directive's local directory (``=> ../jsonlines``), in a replace block or not.
+_LOCAL_REPLACEMENT = re.compile(r"=>\s*(\.{1,2}/\S*)\s*$", re.MULTILINE)
+
+
+def _local_replacements(gomod: Path) -> list[str]:
+    """The directories ``gomod`` replaces modules with, relative to its module (Go takes a
+    replacement starting with ``./`` or ``../`` as a directory): part of the binary's source."""
+    if not gomod.is_file():
+        return []
+    return sorted(set(_LOCAL_REPLACEMENT.findall(gomod.read_text())))
 
 
 def _is_import_path(package: str) -> bool:

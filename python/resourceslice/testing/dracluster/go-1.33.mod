@@ -12,6 +12,7 @@ require (
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kubelet v0.33.13
 	k8s.io/kubernetes v1.33.13
+	resourceslice/jsonlines v0.0.0
 	tags.cncf.io/container-device-interface v1.1.2
 )
 
@@ -165,3 +166,7 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.33.13
 	k8s.io/streaming => k8s.io/streaming v0.33.13
 )
+
+// The JSON-lines command loop the Go programs share: beside them in the package
+// (so in the wheel too).
+replace resourceslice/jsonlines => ../jsonlines

@@ -26,7 +26,7 @@
 //     sees (runtime.go); a deleted pod's containers get SIGTERM, then SIGKILL after its grace
 //     period, before its claims are unprepared. Without --runc, nothing runs in the containers.
 //
-// It speaks JSON lines: commands on stdin, answers and events on stdout.
+// It speaks JSON lines (../jsonlines): commands on stdin, answers and events on stdout.
 //
 //	stdin:  {"id": 1, "op": "addNode", "node": "n1", "labels": {"k": "v"}}
 //	        {"id": 2, "op": "inject", "node": "n1", "namespace": "default", "pod": "p"}
@@ -48,7 +48,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -84,47 +83,20 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/events"
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
 	plugincache "k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
+	"resourceslice/jsonlines"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
-// output serialises the JSON lines written by the command loop and the nodes' goroutines.
-type output struct {
-	mutex   sync.Mutex
-	encoder *json.Encoder
-}
-
-// write writes one line; an event (a map with "event") gets "at", the time it happened (Unix
-// seconds), so that a test can time the chain from a pod's creation to its CDI edits.
-func (o *output) write(v any) {
-	if m, ok := v.(map[string]any); ok {
-		if _, isEvent := m["event"]; isEvent {
-			m["at"] = float64(time.Now().UnixNano()) / 1e9
-		}
-	}
-	o.mutex.Lock()
-	defer o.mutex.Unlock()
-	if err := o.encoder.Encode(v); err != nil {
-		klog.Fatalf("write stdout: %v", err)
-	}
-}
-
-// registrations reports, for node, each registration kubelet's DRA handler took in (or
-// out), so that a test can wait for it.
-func (o *output) registrations(node string) func(event, driver, endpoint string, err error) {
+// registrations reports on out, for node, each registration kubelet's DRA handler took in
+// (or out), so that a test can wait for it.
+func registrations(out *jsonlines.Output, node string) func(event, driver, endpoint string, err error) {
 	return func(event, driver, endpoint string, err error) {
 		line := map[string]any{"event": event, "node": node, "driver": driver, "endpoint": endpoint}
 		if event == "register" {
-			line["error"] = errorString(err)
+			line["error"] = jsonlines.ErrorString(err)
 		}
-		o.write(line)
+		out.Write(line)
 	}
-}
-
-func errorString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 type podRef struct {
@@ -195,7 +167,7 @@ type cluster struct {
 	client      kubernetes.Interface
 	dir         string
 	retryPeriod time.Duration
-	out         *output
+	out         *jsonlines.Output
 	recorder    record.EventRecorderLogger
 	mutex       sync.Mutex
 	nodes       map[string]*node
@@ -421,7 +393,7 @@ func (n *node) startKubelet(ctx context.Context) error {
 		cancel()
 		return err
 	}
-	runPluginManager(nodeCtx, dirs["registry"], manager.GetWatcherHandler(), c.out.registrations(name), ready)
+	runPluginManager(nodeCtx, dirs["registry"], manager.GetWatcherHandler(), registrations(c.out, name), ready)
 
 	factory.Start(nodeCtx.Done())
 	var workers sync.WaitGroup
@@ -564,7 +536,7 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 			// kubelet kills the containers (SyncTerminatingPod) before it unprepares the
 			// claims (SyncTerminatedPod).
 			for _, how := range n.runtime.stopPod(uid, gracePeriod(pod)) {
-				n.out.write(map[string]any{"event": "stopped", "node": n.name, "pod": refOf(pod), "container": how.Container, "signal": how.Signal, "exitCode": how.ExitCode})
+				n.out.Write(map[string]any{"event": "stopped", "node": n.name, "pod": refOf(pod), "container": how.Container, "signal": how.Signal, "exitCode": how.ExitCode})
 			}
 		}
 		if !done {
@@ -572,7 +544,7 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 			err := n.manager.UnprepareResources(ctx, pod)
 			n.dra.Unlock()
 			if err != nil {
-				n.out.write(map[string]any{"event": "unprepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
+				n.out.Write(map[string]any{"event": "unprepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
 				return err
 			}
 		}
@@ -595,7 +567,7 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 					line["disruption"] = map[string]string{"reason": condition.Reason, "message": condition.Message}
 				}
 			}
-			n.out.write(line)
+			n.out.Write(line)
 		}
 		if exists && pod.DeletionTimestamp != nil {
 			zero := int64(0)
@@ -624,13 +596,13 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 	if _, failed := err.(prepareError); failed {
 		// Where kubelet reports it: an event on the pod (kuberuntime's SyncPod).
 		n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedPrepareDynamicResources, "Failed to prepare dynamic resources: %v", err)
-		n.out.write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
+		n.out.Write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
 		return err
 	}
 	if err != nil {
 		// The runtime fails to create the container: kubelet reports it and retries.
 		n.recorder.Eventf(pod, v1.EventTypeWarning, events.FailedToCreateContainer, "Error: %v", err)
-		n.out.write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
+		n.out.Write(map[string]any{"event": "prepareFailed", "node": n.name, "pod": refOf(pod), "error": err.Error()})
 		return err
 	}
 	if err := n.runContainers(ctx, pod, containers); err != nil {
@@ -642,7 +614,7 @@ func (n *node) sync(ctx context.Context, uid types.UID) error {
 	if err := n.markRunning(ctx, pod, containers); err != nil {
 		klog.FromContext(ctx).Error(err, "pod status not updated", "pod", klog.KObj(pod))
 	}
-	n.out.write(map[string]any{"event": "prepared", "node": n.name, "pod": refOf(pod), "containers": containers})
+	n.out.Write(map[string]any{"event": "prepared", "node": n.name, "pod": refOf(pod), "containers": containers})
 	return nil
 }
 
@@ -761,7 +733,7 @@ func (n *node) runContainers(ctx context.Context, pod *v1.Pod, edits map[string]
 				if err := n.markCreateFailed(ctx, pod, container.Name, err); err != nil {
 					klog.FromContext(ctx).Error(err, "pod status not updated", "pod", klog.KObj(pod))
 				}
-				n.out.write(map[string]any{"event": "containerFailed", "node": n.name, "pod": refOf(pod), "container": container.Name, "reason": "CreateContainerError", "error": err.Error()})
+				n.out.Write(map[string]any{"event": "containerFailed", "node": n.name, "pod": refOf(pod), "container": container.Name, "reason": "CreateContainerError", "error": err.Error()})
 				return err
 			}
 		}
@@ -855,7 +827,7 @@ func (n *node) writeHealth(ctx context.Context, pod *v1.Pod) error {
 		}
 		containers[status.Name] = resources
 	}
-	n.out.write(map[string]any{"event": "health", "node": n.name, "pod": refOf(pod), "containers": containers})
+	n.out.Write(map[string]any{"event": "health", "node": n.name, "pod": refOf(pod), "containers": containers})
 	return nil
 }
 
@@ -954,7 +926,9 @@ func run(kubeconfig, dir, featureGates string, retryPeriod, bindingTimeout time.
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &output{encoder: json.NewEncoder(os.Stdout)}
+	// Every event gets "at", the time it happened, so that a test can time the chain from a
+	// pod's creation to its CDI edits.
+	out := &jsonlines.Output{Writer: os.Stdout, EventTimes: true}
 
 	// The scheduler first: its flags set the process's feature gates, which the claim
 	// controller and the DRA managers read too.
@@ -1001,25 +975,10 @@ func run(kubeconfig, dir, featureGates string, retryPeriod, bindingTimeout time.
 		nodes:       map[string]*node{},
 		runtime:     runtime,
 	}
-	out.write(map[string]any{"event": "ready", "maxNodes": maxNodes, "deviceTaintEviction": evicting, "containers": runtime != nil})
+	out.Write(map[string]any{"event": "ready", "maxNodes": maxNodes, "deviceTaintEviction": evicting, "containers": runtime != nil})
 
-	var calls sync.WaitGroup
-	scanner := bufio.NewScanner(os.Stdin)
-	scanner.Buffer(make([]byte, 1<<20), 1<<24)
-	for scanner.Scan() {
-		var cmd command
-		if err := json.Unmarshal(scanner.Bytes(), &cmd); err != nil {
-			out.write(map[string]any{"error": fmt.Sprintf("bad command: %v", err)})
-			continue
-		}
-		calls.Add(1)
-		go func() {
-			defer calls.Done()
-			out.write(c.handle(ctx, cmd))
-		}()
-	}
+	jsonlines.Serve(os.Stdin, out, func(cmd command) any { return c.handle(ctx, cmd) })
 	// stdin closed: the test is done with us.
-	calls.Wait()
 	cancel()
 	c.mutex.Lock()
 	for _, n := range c.nodes {

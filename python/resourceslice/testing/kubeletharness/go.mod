@@ -8,6 +8,7 @@ require (
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kubelet v0.0.0
 	k8s.io/kubernetes v1.37.2
+	resourceslice/jsonlines v0.0.0
 )
 
 require (
@@ -133,3 +134,7 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.37.2
 	k8s.io/streaming => k8s.io/streaming v0.37.2
 )
+
+// The JSON-lines command loop the Go programs share: beside them in the package
+// (so in the wheel too).
+replace resourceslice/jsonlines => ../jsonlines

@@ -4,7 +4,7 @@
 // NotifyRegistrationStatus), and the DRA plugin manager (the registration handler and gRPC
 // client that kubelet's DRA manager calls NodePrepareResources/NodeUnprepareResources through).
 //
-// It speaks JSON lines: commands on stdin, answers and events on stdout.
+// It speaks JSON lines (../jsonlines): commands on stdin, answers and events on stdout.
 //
 //	stdin:  {"id": 1, "op": "prepare"|"unprepare", "driver": "...",
 //	         "claims": [{"namespace": "...", "name": "...", "uid": "..."}]}
@@ -16,13 +16,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -35,46 +32,32 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/config"
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
+	"resourceslice/jsonlines"
 )
-
-// output serialises the JSON lines written by the command loop, the plugin manager's
-// goroutines and the health streams.
-type output struct {
-	mutex   sync.Mutex
-	encoder *json.Encoder
-}
-
-func (o *output) write(v any) {
-	o.mutex.Lock()
-	defer o.mutex.Unlock()
-	if err := o.encoder.Encode(v); err != nil {
-		klog.Fatalf("write stdout: %v", err)
-	}
-}
 
 // recordingHandler is kubelet's DRA handler with each registration reported on stdout, so
 // that a test can wait for kubelet to have taken the plugin in (or out).
 type recordingHandler struct {
 	*plugin.DRAPluginManager
-	out *output
+	out *jsonlines.Output
 }
 
 var _ cache.PluginHandler = recordingHandler{}
 
 func (h recordingHandler) RegisterPlugin(ctx context.Context, name, endpoint string, versions []string, timeout *time.Duration) error {
 	err := h.DRAPluginManager.RegisterPlugin(ctx, name, endpoint, versions, timeout)
-	h.out.write(map[string]any{"event": "register", "driver": name, "endpoint": endpoint, "versions": versions, "error": errorString(err)})
+	h.out.Write(map[string]any{"event": "register", "driver": name, "endpoint": endpoint, "versions": versions, "error": jsonlines.ErrorString(err)})
 	return err
 }
 
 func (h recordingHandler) DeRegisterPlugin(ctx context.Context, name, endpoint string) {
 	h.DRAPluginManager.DeRegisterPlugin(ctx, name, endpoint)
-	h.out.write(map[string]any{"event": "deregister", "driver": name, "endpoint": endpoint})
+	h.out.Write(map[string]any{"event": "deregister", "driver": name, "endpoint": endpoint})
 }
 
 // healthRecorder takes the place of kubelet's health-info cache: it reports every message of
 // a plugin's NodeWatchResources stream.
-type healthRecorder struct{ out *output }
+type healthRecorder struct{ out *jsonlines.Output }
 
 func (h healthRecorder) HandleWatchResourcesStream(ctx context.Context, stream drahealthv1.DRAResourceHealth_NodeWatchResourcesClient, driver string) error {
 	for {
@@ -93,7 +76,7 @@ func (h healthRecorder) HandleWatchResourcesStream(ctx context.Context, stream d
 				"message":        d.GetMessage(),
 			})
 		}
-		h.out.write(map[string]any{"event": "health", "driver": driver, "devices": devices})
+		h.out.Write(map[string]any{"event": "health", "driver": driver, "devices": devices})
 	}
 }
 
@@ -111,13 +94,6 @@ type command struct {
 type claimResult struct {
 	Error   string           `json:"error"`
 	Devices []map[string]any `json:"devices"`
-}
-
-func errorString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // call is what kubelet's DRA manager does for a pod's claims: look the driver's plugin up in
@@ -181,7 +157,7 @@ func main() {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &output{encoder: json.NewEncoder(os.Stdout)}
+	out := &jsonlines.Output{Writer: os.Stdout}
 
 	// No client: kubelet's wiping of the node's ResourceSlices when a driver goes away is
 	// not part of what this harness checks, and it would race with the driver's publisher.
@@ -190,26 +166,11 @@ func main() {
 	manager.AddHandler(registerapi.DRAPlugin, recordingHandler{DRAPluginManager: draManager, out: out})
 	stop := make(chan struct{})
 	go manager.Run(ctx, config.NewSourcesReady(func(sets.Set[string]) bool { return true }), stop)
-	out.write(map[string]any{"event": "ready"})
+	out.Write(map[string]any{"event": "ready"})
 
 	// Calls run concurrently, as kubelet prepares the claims of several pods at once.
-	var calls sync.WaitGroup
-	scanner := bufio.NewScanner(os.Stdin)
-	scanner.Buffer(make([]byte, 1<<20), 1<<24)
-	for scanner.Scan() {
-		var cmd command
-		if err := json.Unmarshal(scanner.Bytes(), &cmd); err != nil {
-			out.write(map[string]any{"error": fmt.Sprintf("bad command: %v", err)})
-			continue
-		}
-		calls.Add(1)
-		go func() {
-			defer calls.Done()
-			out.write(call(ctx, draManager, cmd))
-		}()
-	}
+	jsonlines.Serve(os.Stdin, out, func(cmd command) any { return call(ctx, draManager, cmd) })
 	// stdin closed: the test is done with us.
-	calls.Wait()
 	close(stop)
 	draManager.Stop()
 }

@@ -1,5 +1,6 @@
-"""What the end-to-end tests share: a kubelet plugin that prepares whatever of its driver a
-claim was allocated, the example driver, and starting a plugin on a simulated node."""
+"""What the end-to-end tests share (and the kubelet plugin, security and bench tests that run
+the example driver): a kubelet plugin that prepares whatever of its driver a claim was
+allocated, the example driver, and starting a plugin on a simulated node."""
 
 from __future__ import annotations
 

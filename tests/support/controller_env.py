@@ -1,4 +1,5 @@
-"""What the controller integration tests share: a driver of their own, counted requests.
+"""What the controller tests on the real apiserver share (integration, reliability, security,
+versions): a driver of their own, counted requests. The ``env`` fixture is tests/conftest.py's.
 
 Each test gets a driver name derived from its own name, so tests never see each other's
 slices on the shared apiserver, and its slices are deleted at the end.
@@ -11,11 +12,9 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes.client
-import pytest
 
 import resourceslice as rs
 from resourceslice._http import pool_manager
@@ -64,14 +63,10 @@ def library_twin(api_client: Any) -> Any:
     return twin
 
 
-@pytest.fixture(autouse=True)
-def close_twins() -> Iterator[None]:
-    """Closes the connections :func:`library_twin` made for a test."""
-    try:
-        yield
-    finally:
-        while _twins:
-            _twins.pop().close()
+def close_library_twins() -> None:
+    """Close the connections :func:`library_twin` made (after each test: tests/conftest.py)."""
+    while _twins:
+        _twins.pop().close()
 
 
 class ControllerEnv:
@@ -172,17 +167,6 @@ class ControllerEnv:
 def driver_name(test_name: str) -> str:
     base = re.sub(r"[^a-z0-9]+", "-", test_name.lower().removeprefix("test_")).strip("-")
     return f"{base[:36].strip('-')}.example.com"
-
-
-@pytest.fixture(name="env")
-def env_fixture(
-    kube_cluster: TestCluster, request: pytest.FixtureRequest
-) -> Iterator[ControllerEnv]:
-    environment = ControllerEnv(kube_cluster, driver_name(request.node.name))
-    try:
-        yield environment
-    finally:
-        environment.close()
 
 
 def pools(**by_name: rs.Pool) -> rs.DriverResources:

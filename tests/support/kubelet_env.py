@@ -1,5 +1,6 @@
-"""What the kubelet plugin tests share: allocated claims on the real apiserver, a plugin
-that records its calls, and kubelet (the harness built from kubelet's code)."""
+"""What the kubelet plugin tests share (and the docs and security tests that run a plugin):
+allocated claims on the real apiserver, a plugin that records its calls, and one test's node
+with its plugin's helpers (the ``node`` fixture of tests/kubeletplugin/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import json
 import re
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient
 
 from resourceslice import kubeletplugin
@@ -142,3 +145,39 @@ class RecordingPlugin:
             for claim in claims:
                 self.prepared.discard(claim.uid)
             return {claim.uid: None for claim in claims}
+
+
+class Node:
+    """One test's node: its driver, its plugin, the helpers started (stopped at the end)."""
+
+    def __init__(self, request: pytest.FixtureRequest, node_dir: Path, client: Any) -> None:
+        self.driver = driver_name(request.node.name)
+        self.dir = node_dir
+        self.client = client
+        self.plugin = RecordingPlugin(self.driver)
+        self.helpers: list[kubeletplugin.Helper] = []
+        self.claims: list[str] = []
+        self.errors: list[tuple[BaseException, str]] = []
+
+    def start(self, plugin: Any = None, **kwargs: Any) -> kubeletplugin.Helper:
+        kwargs.setdefault("registrar_dir", str(self.dir / "registry"))
+        Path(kwargs["registrar_dir"]).mkdir(exist_ok=True)  # kubelet's, made by kubelet
+        kwargs.setdefault("plugin_data_dir", str(self.dir / "plugins" / self.driver))
+        kwargs.setdefault("error_handler", lambda exc, msg: self.errors.append((exc, msg)))
+        kwargs.setdefault("api_client", self.client)
+        helper = kubeletplugin.start(plugin or self.plugin, driver=self.driver, **kwargs)
+        self.helpers.append(helper)
+        return helper
+
+    def claim(self, name: str, devices: list[str]) -> dict[str, Any]:
+        claim = allocated_claim(
+            self.client, self.driver, f"{self.driver.split('.')[0][:40]}-{name}", devices
+        )
+        self.claims.append(claim["metadata"]["name"])
+        return claim
+
+    def close(self) -> None:
+        for helper in self.helpers:
+            helper.stop()
+        for name in self.claims:
+            delete_claim(self.client, name)

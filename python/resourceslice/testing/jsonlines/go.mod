@@ -1,0 +1,3 @@
+module resourceslice/jsonlines
+
+go 1.26.0

@@ -1,0 +1,47 @@
+"""The build cache key of the Go programs resourceslice.testing builds: it covers the shared
+JSON-lines module (``jsonlines/``) that each program's go.mod takes with a replace directive,
+so that a change there rebuilds them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from resourceslice.testing import cluster
+
+TESTING = Path(cluster.__file__).resolve().parent
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
+#: Each Go program and its module files (one per release it is built for).
+PROGRAMS = [
+    (TESTING / "dracluster", ["go.mod", "go-1.33.mod", "go-1.32.mod"]),
+    (TESTING / "kubeletharness", ["go.mod"]),
+    (BENCHES / "godriver", ["go.mod"]),
+]
+
+pytestmark = pytest.mark.skipif(shutil.which("go") is None, reason="no go on PATH")
+
+
+@pytest.mark.parametrize(("src", "gomods"), PROGRAMS, ids=[src.name for src, _ in PROGRAMS])
+def test_every_module_file_takes_the_shared_loop_from_the_package(
+    src: Path, gomods: list[str]
+) -> None:
+    for gomod in gomods:
+        (replacement,) = cluster._local_replacements(src / gomod)
+        assert (src / replacement).resolve() == TESTING / "jsonlines", gomod
+
+
+def test_a_change_to_the_shared_module_changes_the_key(tmp_path: Path) -> None:
+    shutil.copytree(TESTING / "kubeletharness", tmp_path / "kubeletharness")
+    shutil.copytree(TESTING / "jsonlines", tmp_path / "jsonlines")
+    go = cluster._go()
+
+    def key() -> str:
+        return cluster._source_key(tmp_path / "kubeletharness", go, "go.mod", "go.sum", ())
+
+    before = key()
+    assert key() == before
+    shared = tmp_path / "jsonlines" / "jsonlines.go"
+    shared.write_text(shared.read_text() + "\n// changed\n")
+    assert key() != before
