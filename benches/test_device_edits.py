@@ -103,6 +103,46 @@ def test_whole_pool_of_100k(benchmark: Any) -> None:
         benchmark.extra_info[f"{name}_over_json_dumps"] = round(best[name] / best["json_dumps"], 2)
 
 
+@pytest.mark.parametrize(
+    ("devices", "pools", "rounds"),
+    [sized((1_000, 1, 50), (100, 1, 2)), sized((1_000_000, 100, 3), (2_000, 2, 1))],
+    ids=["1k", "1m"],
+)
+def test_update_against_json_dumps(benchmark: Any, devices: int, pools: int, rounds: int) -> None:
+    """A full ``update()`` against ``json.dumps`` at the other sizes of issue 31 item 2: 1,000
+    devices in one pool, and 1,000,000 in 100 pools of 10,000 whose pools share one set of
+    dicts (as the million-device bench of test_scale.py), one device changed per call. The
+    fastest round of each in CPU time of the calling thread, in ``extra_info``."""
+    per_pool = devices // pools
+    base = [gpu(i) for i in range(per_pool)]
+    edited = [gpu(0, revision=1), *base[1:]]
+    states = [
+        rs.DriverResources(
+            pools={f"p{p}": rs.Pool(devices=list(d), all_nodes=True) for p in range(pools)}
+        )
+        for d in (base, edited)
+    ]
+    every = base * pools
+    ctrl = rs.start_controller(None, driver=DRIVER, resources=states[0])
+    best = {"json_dumps": float("inf"), "update": float("inf")}
+    gc.freeze()
+    try:
+        for i in range(rounds):
+            start = time.thread_time()
+            json.dumps(every)
+            best["json_dumps"] = min(best["json_dumps"], time.thread_time() - start)
+            start = time.thread_time()
+            ctrl.update(states[(i + 1) % 2])
+            best["update"] = min(best["update"], time.thread_time() - start)
+        benchmark.pedantic(ctrl.update, (states[rounds % 2],), rounds=1, iterations=1)
+    finally:
+        gc.unfreeze()
+        ctrl.stop()
+    for name, seconds in best.items():
+        benchmark.extra_info[f"{name}_ms"] = round(seconds * 1000, 2)
+    benchmark.extra_info["update_over_json_dumps"] = round(best["update"] / best["json_dumps"], 2)
+
+
 class _PutClock:
     """The process CPU time at which each PUT leaves, seen where every request of the client
     passes (as ``RequestCounter`` does)."""
