@@ -11,8 +11,10 @@ distributions are taken from RESOURCESLICE_DIST.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -30,8 +32,20 @@ pytestmark = [pytest.mark.packaging, pytest.mark.integration]
 
 OLDEST, NEWEST = "3.9", f"{sys.version_info[0]}.{sys.version_info[1]}"
 # cargo's cache of the sdist's builds: pip builds in a fresh directory each time, and the
-# whole release build of the core would otherwise be redone on every run.
-SDIST_CARGO_TARGET = REPO / "target" / "sdist"
+# whole release build of the core would otherwise be redone on every run. One directory per
+# sdist content: the sdist's files all carry one fixed time, older than any build, so cargo
+# would take a build of older sources for up to date.
+SDIST_CARGO_TARGETS = REPO / "target" / "sdist"
+
+
+def sdist_cargo_target(sdist: Path) -> Path:
+    """The cargo target directory of this sdist's build; those of other sdists removed."""
+    key = hashlib.sha256(sdist.read_bytes()).hexdigest()[:16]
+    SDIST_CARGO_TARGETS.mkdir(parents=True, exist_ok=True)
+    for old in SDIST_CARGO_TARGETS.iterdir():
+        if old.name != key:
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
+    return SDIST_CARGO_TARGETS / key
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +85,15 @@ def install(dist: Path, python: Path, root: Path) -> Installed:
     subprocess.run([str(python), "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True, timeout=300)
-    env = {**os.environ, "CARGO_TARGET_DIR": str(SDIST_CARGO_TARGET)}
+    env = {**os.environ}
+    if dist.name.endswith(".tar.gz"):
+        env["CARGO_TARGET_DIR"] = str(sdist_cargo_target(dist))
     env.pop("RESOURCESLICE_PURE_PYTHON", None)
-    done = subprocess.run([*pip, str(dist)], env=env, capture_output=True, text=True, timeout=900)
+    # Not from pip's cache: it keeps the wheel it built from a local resourceslice-0.1.0.tar.gz
+    # under that path, so an sdist of newer sources would install the old build.
+    done = subprocess.run(
+        [*pip, "--no-cache-dir", str(dist)], env=env, capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return Installed(dist, venv, workdir)
 
