@@ -12,24 +12,32 @@ import pytest
 from resourceslice.testing import cluster
 
 TESTING = Path(cluster.__file__).resolve().parent
-BENCHES = Path(__file__).resolve().parents[2] / "benches"
-#: Each Go program and its module files (one per release it is built for).
+REPO = Path(__file__).resolve().parents[2]
+#: Each Go program, its module files (one per release it is built for), and the shared module
+#: they take: the package's own copy for the programs that ship in it (installed or not), the
+#: source tree's for the bench driver, which lives beside the package.
 PROGRAMS = [
-    (TESTING / "dracluster", ["go.mod", "go-1.33.mod", "go-1.32.mod"]),
-    (TESTING / "kubeletharness", ["go.mod"]),
-    (BENCHES / "godriver", ["go.mod"]),
+    (TESTING / "dracluster", ["go.mod", "go-1.33.mod", "go-1.32.mod"], TESTING / "jsonlines"),
+    (TESTING / "kubeletharness", ["go.mod"], TESTING / "jsonlines"),
+    (
+        REPO / "benches" / "godriver",
+        ["go.mod"],
+        REPO / "python" / "resourceslice" / "testing" / "jsonlines",
+    ),
 ]
 
 pytestmark = pytest.mark.skipif(shutil.which("go") is None, reason="no go on PATH")
 
 
-@pytest.mark.parametrize(("src", "gomods"), PROGRAMS, ids=[src.name for src, _ in PROGRAMS])
+@pytest.mark.parametrize(
+    ("src", "gomods", "shared"), PROGRAMS, ids=[src.name for src, _, _ in PROGRAMS]
+)
 def test_every_module_file_takes_the_shared_loop_from_the_package(
-    src: Path, gomods: list[str]
+    src: Path, gomods: list[str], shared: Path
 ) -> None:
     for gomod in gomods:
         (replacement,) = cluster._local_replacements(src / gomod)
-        assert (src / replacement).resolve() == TESTING / "jsonlines", gomod
+        assert (src / replacement).resolve() == shared.resolve(), gomod
 
 
 def test_a_change_to_the_shared_module_changes_the_key(tmp_path: Path) -> None:
