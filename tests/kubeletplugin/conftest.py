@@ -46,10 +46,20 @@ def kube_client(kube_cluster: TestCluster) -> Iterator[Any]:
 
 
 @pytest.fixture
+def node_type() -> type[Any]:
+    """What ``node`` makes: the shared ``Node``, unless a module defines a node of its own (made
+    from the same arguments, with ``close()``) and overrides this fixture."""
+    return Node
+
+
+@pytest.fixture
 def node(
-    request: pytest.FixtureRequest, node_dir: Path, kube_client: kubernetes.client.ApiClient
-) -> Iterator[Node]:
-    env = Node(request, node_dir, kube_client)
+    request: pytest.FixtureRequest,
+    node_dir: Path,
+    kube_client: kubernetes.client.ApiClient,
+    node_type: type[Any],
+) -> Iterator[Any]:
+    env = node_type(request, node_dir, kube_client)
     try:
         yield env
     finally:

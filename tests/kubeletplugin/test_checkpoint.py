@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,14 +144,9 @@ class Node:
 
 
 @pytest.fixture
-def node(
-    request: pytest.FixtureRequest, node_dir: Path, kube_client: kubernetes.client.ApiClient
-) -> Iterator[Node]:
-    env = Node(request, node_dir, kube_client)
-    try:
-        yield env
-    finally:
-        env.close()
+def node_type() -> type[Node]:
+    """This module's node for the shared ``node`` fixture."""
+    return Node
 
 
 def prepared(answer: dict[str, Any], claim: dict[str, Any]) -> dict[str, Any]:

@@ -70,14 +70,9 @@ class Node:
 
 
 @pytest.fixture
-def node(
-    request: pytest.FixtureRequest, node_dir: Path, kube_client: kubernetes.client.ApiClient
-) -> Iterator[Node]:
-    env = Node(request, node_dir, kube_client)
-    try:
-        yield env
-    finally:
-        env.close()
+def node_type() -> type[Node]:
+    """This module's node for the shared ``node`` fixture."""
+    return Node
 
 
 def devices_of(answer: dict[str, Any], claim: dict[str, Any]) -> list[str]:

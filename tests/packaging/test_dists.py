@@ -43,8 +43,12 @@ def sdist_cargo_target(sdist: Path) -> Path:
     key = hashlib.sha256(sdist.read_bytes()).hexdigest()[:16]
     SDIST_CARGO_TARGETS.mkdir(parents=True, exist_ok=True)
     for old in SDIST_CARGO_TARGETS.iterdir():
-        if old.name != key:
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
+        if old.name == key:
+            continue
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()  # cargo's own files, from before there was one directory per sdist
     return SDIST_CARGO_TARGETS / key
 
 

@@ -26,8 +26,6 @@ PROGRAMS = [
     ),
 ]
 
-pytestmark = pytest.mark.skipif(shutil.which("go") is None, reason="no go on PATH")
-
 
 @pytest.mark.parametrize(
     ("src", "gomods", "shared"), PROGRAMS, ids=[src.name for src, _, _ in PROGRAMS]

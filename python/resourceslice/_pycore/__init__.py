@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any
 
 from resourceslice._pycore import edit as _edit
 from resourceslice._pycore import plan as _plan
@@ -90,17 +90,6 @@ def non_plain(items: list[Any]) -> list[int]:
     return [i for i, item in enumerate(items) if not _is_plain(item, 0)]
 
 
-@overload
-def prepare_desired(
-    driver: str,
-    pools: Mapping[str, Mapping[str, Any]],
-    max_slice_bytes: int,
-    plain_only: Literal[False] = False,
-) -> tuple[Desired | None, list[str]]: ...
-@overload
-def prepare_desired(
-    driver: str, pools: Mapping[str, Mapping[str, Any]], max_slice_bytes: int, plain_only: bool
-) -> tuple[Desired | None, list[str] | None]: ...
 def prepare_desired(
     driver: str,
     pools: Mapping[str, Mapping[str, Any]],
