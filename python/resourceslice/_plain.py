@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from resourceslice.api import DriverResources, Owner, Pool, Slice
@@ -17,6 +17,7 @@ from resourceslice.api import DriverResources, Owner, Pool, Slice
 if TYPE_CHECKING:
     from resourceslice import _core as core
     from resourceslice._core import Desired, OwnerRef
+    from resourceslice.types import Device, KubernetesModel
 else:
     from resourceslice._backend import core
 
@@ -169,29 +170,64 @@ def prepare(
     node_name: str | None,
     max_slice_bytes: int,
     only_pool: str | None = None,
+    *,
+    problems: Sequence[str] = (),
 ) -> tuple[Desired | None, list[str]]:
     """The core's desired state of ``resources``, or None and every problem found: what a
     controller of ``driver`` would publish, the Node ``node_name``'s (its owner's) or
     cluster-wide, only pool ``only_pool`` when given (``reconcile_pool_with_name``).
 
-    One place for the controller, ``rs.plan``/``rs.validate`` and the command, so that what
-    one accepts the others accept too.
+    One place for the controller (``update()`` and, through :func:`prepare_devices`,
+    ``update_devices()``), ``rs.plan``/``rs.validate`` and the command, so that what one
+    accepts the others accept too. ``problems``: what the caller found wrong already, reported
+    first; like a shape problem, any of them keeps the core from validating the rest.
 
     Devices go to the core as the caller gave them: it reads plain ones once, validating as
     it reads, and says when any is not (a model object, a tuple). Only then, or when there are
     problems to report in their order, are they converted first and read again, as always.
     """
     pools, errors = to_plain_pools(resources, node_name, convert_devices=False)
-    errors += _scope_errors(pools, node_name, only_pool)
+    errors = [*problems, *errors, *_scope_errors(pools, node_name, only_pool)]
     if not errors:
         desired, core_errors = core.prepare_desired(driver, pools, max_slice_bytes, plain_only=True)
         if core_errors is not None:
             return desired, core_errors
     pools, errors = to_plain_pools(resources, node_name)
-    errors += _scope_errors(pools, node_name, only_pool)
+    errors = [*problems, *errors, *_scope_errors(pools, node_name, only_pool)]
     if errors:
         return None, errors
     return core.prepare_desired(driver, pools, max_slice_bytes)
+
+
+def prepare_devices(
+    driver: str,
+    pool: str,
+    upsert: Iterable[Device | KubernetesModel],
+    removed: list[str],
+    node_name: str | None,
+    max_slice_bytes: int,
+) -> tuple[Desired | None, list[str]]:
+    """``update_devices()``'s change of ``pool`` as a desired state of its own, holding only
+    the devices of ``upsert`` (for ``Desired.with_devices``), or None and every problem
+    found, those of ``removed`` (the names taken out) first.
+
+    Through :func:`prepare`, as ``update()``'s whole state: one way into validation. Not
+    limited to ``reconcile_pool_with_name``'s pool: whether ``pool`` is one the controller
+    publishes is for ``with_devices`` to say, against the desired state.
+    """
+    problems = [
+        f"remove[{i}]: must be a string" for i, n in enumerate(removed) if type(n) is not str
+    ]
+    # The devices alone, as a pool of their own: the pool's node selection does not change
+    # what is valid in a flat pool's device, and the edit keeps the pool's own.
+    batch = Pool(devices=list(upsert), all_nodes=node_name is None)
+    return prepare(
+        driver,
+        DriverResources(pools={pool: batch}),
+        node_name,
+        max_slice_bytes,
+        problems=problems,
+    )
 
 
 def _scope_errors(

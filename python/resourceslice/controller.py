@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Optional, TypedDict
 
 from resourceslice._http import node_uid, retry_after
 from resourceslice._observer import ObservedSliceAPI, Observer, Snapshot
-from resourceslice._plain import owner_ref, prepare, to_plain_pools
+from resourceslice._plain import owner_ref, prepare, prepare_devices
 from resourceslice.api import (
     DriverResources,
     Owner,
-    Pool,
     ResourceSliceError,
     SliceExistsError,
     Stats,
@@ -342,19 +341,9 @@ class Controller:
         """
         self._check_running()
         removed = list(remove)
-        errors = [
-            f"remove[{i}]: must be a string" for i, n in enumerate(removed) if type(n) is not str
-        ]
-        # The devices alone, as a pool of their own: the pool's node selection does not
-        # change what is valid in a flat pool's device, and the edit keeps the pool's own.
-        batch_pool = Pool(devices=list(upsert), all_nodes=self._node_name is None)
-        pools, shape_errors = to_plain_pools(
-            DriverResources(pools={pool: batch_pool}), self._node_name
+        batch, errors = prepare_devices(
+            self._driver, pool, upsert, removed, self._node_name, self._max_slice_bytes
         )
-        errors += shape_errors
-        if errors:
-            raise ValidationError(errors)
-        batch, errors = core.prepare_desired(self._driver, pools, self._max_slice_bytes)
         if batch is None:
             raise ValidationError(errors)
         with self._lock:
