@@ -1,8 +1,9 @@
 """The controller: keeps one driver's ResourceSlices equal to its desired pools.
 
 It only wires the pieces together: the informer fills the store, a work queue of pool names
-decides when each pool is synced, the core plans the writes of one pool, and the writer
-sends them and remembers their results in the mutation cache.
+decides when each pool is synced, and the sync (resourceslice._sync) plans the writes of one
+pool with the core, sends them through its writer and remembers their results in its
+mutation cache. The controller holds the desired state and what of it is synced.
 """
 
 from __future__ import annotations
@@ -11,39 +12,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import TYPE_CHECKING, Optional, TypedDict
 
-from resourceslice._http import node_uid, retry_after
-from resourceslice._observer import ObservedSliceAPI, Observer, Snapshot
-from resourceslice._plain import owner_ref, prepare, prepare_devices
+from resourceslice._observer import Observer, Snapshot
+from resourceslice._plain import prepare, prepare_devices
+from resourceslice._sync import PoolSync
 from resourceslice.api import (
     DriverResources,
     Owner,
     ResourceSliceError,
-    SliceExistsError,
     Stats,
     ValidationError,
 )
 from resourceslice.health import Health
 from resourceslice.informer import SliceInformer, field_selector
 from resourceslice.leaderelection import LeaderElection, LeaderElector, NotLeaderError
-from resourceslice.mutation_cache import MutationCache
 from resourceslice.sharding import ShardedElector
 from resourceslice.store import SliceStore
-from resourceslice.workqueue import Clock, MonotonicClock, TokenBucket, WorkQueue
-from resourceslice.writer import SliceWriter, independent_updates, rewrites_only
+from resourceslice.workqueue import Clock, MonotonicClock, WorkQueue
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from resourceslice import _core as core
-    from resourceslice._core import Desired, OwnerRef, Plan, SliceRecord
+    from resourceslice._core import Desired
     from resourceslice.connection import Client
     from resourceslice.types import Device, KubernetesModel
-else:
-    from resourceslice._backend import core
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +63,6 @@ DEFAULT_MAX_WRITES_PER_SECOND = 50.0
 #: (BENCHMARKS.md, health churn); 8 overlap the round trips without outgrowing the client's
 #: connection pool (five connections per CPU).
 DEFAULT_MAX_CONCURRENT_WRITES = 8
-#: Bytes of request bodies one sync renders at a time (docs/core.md §5, window). A
-#: 100,000-device pool's first publish is 12 MB of bodies: held all at once, next to the
-#: records of what was sent, they were a third of the controller's peak memory.
-_BODY_BYTES_PER_WINDOW = 1 << 20
-#: Time for the watch to deliver slices another writer created (see SliceExistsError):
-#: replanning before would write against an incomplete view of the pool.
-_EXISTING_SLICE_RETRY = 1.0
 
 
 class _RequiredOptions(TypedDict):
@@ -188,10 +174,8 @@ class Controller:
                 f"max_writes_per_second must be positive or None, not {max_writes_per_second}"
             )
         self._driver = driver
-        self._owner = owner
         self._only_pool = reconcile_pool_with_name or None
         self._max_slice_bytes = max_slice_bytes
-        self._sync_delay = sync_delay
         self._update_interval = update_interval
         self._error_handler: ErrorHandler = error_handler or _log_error
         # The Node's name goes into spec.nodeName, unless one pool is reconciled by name:
@@ -224,7 +208,7 @@ class Controller:
         self._leadership_listeners: list[LeadershipListener] = []
         if api_client is None:
             return
-        clock = self._clock = clock or MonotonicClock()
+        clock = clock or MonotonicClock()
         if leader_election is not None:
             elector = ShardedElector if leader_election.shards > 1 else LeaderElector
             self._elector = elector(
@@ -234,29 +218,25 @@ class Controller:
                 on_error=self._report,
                 clock=clock,
             )
-        # The pool each worker thread is syncing: a sharded controller's write budget is
-        # that of the pool's shard.
-        self._syncing = threading.local()
-        # Until when the apiserver asked for quiet (Retry-After of a 429): it is the server
-        # that is overloaded, so no pool writes before then, whatever queued it.
-        self._quiet_until = 0.0
-        # In the newest resource.k8s.io version the cluster serves, shared with the informer.
-        self._slices = ObservedSliceAPI(
-            api_client,
-            self._observer,
-            None if self._elector is None else self._write_budget,
-            None if self._elector is None else self._write_ended,
-        )
-        self._write_tokens = (
-            None
-            if max_writes_per_second is None
-            else TokenBucket(clock, max_writes_per_second, max(1, round(2 * max_writes_per_second)))
-        )
-        self._write_tokens_lock = threading.Lock()
-        self._owner_lock = threading.Lock()
         self._store = SliceStore()
-        self._mutations = MutationCache(mutation_cache_ttl, clock, self._store.get)
         self._queue: WorkQueue[str] = WorkQueue(clock)
+        self._pool_sync = PoolSync(
+            self,
+            api_client,
+            driver=driver,
+            owner=owner,
+            node_name=self._node_name,
+            only_pool=self._only_pool,
+            observer=self._observer,
+            elector=self._elector,
+            store=self._store,
+            queue=self._queue,
+            clock=clock,
+            sync_delay=sync_delay,
+            mutation_cache_ttl=mutation_cache_ttl,
+            max_writes_per_second=max_writes_per_second,
+            max_concurrent_writes=max_concurrent_writes,
+        )
         self._informer = SliceInformer(
             api_client,
             driver=driver,
@@ -266,30 +246,10 @@ class Controller:
                 self._only_pool is not None,
             ),
             store=self._store,
-            on_change=self._on_slice_change,
+            on_change=self._pool_sync.observed,
             on_error=self._report,
             only_pool=self._only_pool,
-            api=self._slices,
-        )
-        # Threads that send a pool's independent updates beside its worker, started when
-        # first needed: max_concurrent_writes - 1, shared by the workers, so that all of the
-        # controller's writes in flight (workers + helpers) stay near the size of the
-        # client's connection pool (five per CPU) when several pools sync at once.
-        self._helper_count = max_concurrent_writes - 1
-        self._helpers: ThreadPoolExecutor | None = None
-        self._helpers_lock = threading.Lock()
-        self._writer = SliceWriter(
-            self._slices,
-            self._store,
-            self._mutations,
-            may_write=self._may_write,
-            count=self._count,
-            report=self._report,
-            answered=self._informer.retry_now,
-            in_view=self._in_view,
-            concurrency=max_concurrent_writes,
-            helpers=self._writer_helpers,
-            as_pool=self._as_pool,
+            api=self._pool_sync.slices,
         )
         for pool in sorted(self._dirty):
             self._queue.add(pool)
@@ -363,7 +323,7 @@ class Controller:
             self._pool_versions[pool] = self._version
         self._dirty.update(changed)
         if self._client is not None:
-            self._writer.forget_dropped(changed)
+            self._pool_sync.desired_changed(changed)
 
     def _schedule(self, changed: list[str]) -> None:
         """Syncs the ``changed`` pools, at most once per ``update_interval`` each."""
@@ -410,7 +370,7 @@ class Controller:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
         while self.wait_synced(left()) and self._queue.wait_idle(left()):
-            if len(self._mutations) == 0:
+            if self._pool_sync.unconfirmed() == 0:
                 return True
             # Not expected: a sync that leaves unconfirmed writes queues their re-check. Look
             # again shortly rather than call it idle.
@@ -455,14 +415,6 @@ class Controller:
         if self._elector is None:
             return not self._dirty
         return self._elector.is_leader() and not any(map(self._elector.holds, self._dirty))
-
-    def _write_budget(self) -> float:
-        assert self._elector is not None
-        return self._elector.write_budget(getattr(self._syncing, "pool", None))
-
-    def _write_ended(self, answered: bool) -> None:
-        assert self._elector is not None
-        self._elector.write_ended(getattr(self._syncing, "pool", None), answered)
 
     def stats(self) -> Stats:
         with self._lock:
@@ -517,11 +469,8 @@ class Controller:
         for worker in self._workers:
             if worker is not current:
                 worker.join()
-        with self._helpers_lock:
-            helpers, self._helpers = self._helpers, None
-        if helpers is not None:
-            # Idle: each worker waited for its helpers' writes before it ended.
-            helpers.shutdown(wait=current not in self._workers)
+        # Idle: each worker waited for its helpers' writes before it ended.
+        self._pool_sync.close(wait=current not in self._workers)
         if self._elector is not None:
             self._elector.stop()  # after the last write: a successor may take over at once
 
@@ -555,24 +504,6 @@ class Controller:
         except Exception:
             log.exception("the error handler failed")
 
-    def _on_slice_change(self, old: SliceRecord | None, new: SliceRecord | None) -> None:
-        # Why delayed: right after a start or a burst of writes the informer delivers many
-        # events; syncing on each would act on a half-updated cache (and, for a restarted
-        # driver, before it has said what it wants). Waiting lets the cache settle, yet a
-        # slice someone edited or deleted by hand is put right soon enough.
-        if new is not None:
-            self._mutations.observed(new)
-            if old is not None:
-                self._writer.adopt_foreign_edit(old, new)
-        elif old is not None:
-            self._mutations.observed(old, deleted=True)
-            with self._lock:
-                if old.pool not in self._desired_pools:
-                    self._writer.forget_deleted(old)
-        for record in (old, new):
-            if record is not None:
-                self._queue.add_after(record.pool, self._sync_delay)
-
     def _work(self) -> None:
         while not self._informer.wait_synced(0.5):
             if self._queue.shutting_down:
@@ -586,123 +517,21 @@ class Controller:
             pool = self._queue.get()
             if pool is None:
                 return
-            started = time.monotonic()
             try:
-                if not self._may_sync(pool):
-                    continue  # a standby: the pool stays dirty; taking the lease queues it
-                quiet = self._quiet_until - self._clock.now()
-                if quiet > 0:
-                    self._queue.add_after(pool, quiet)
-                    continue
-                self._syncing.pool = pool
-                self._sync(pool)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except NotLeaderError:
-                pass  # the lease ran out mid-sync; told by the elector, synced on taking it back
-            except BaseException as exc:
-                self._observer.sync_done(pool, time.monotonic() - started, exc)
-                # BaseException: PyO3's PanicException (a bug in the Rust core) is one, and
-                # must not end the worker silently; the pool is retried like any failure.
-                self._report(exc, f"syncing ResourceSlices of pool {pool!r}")
-                asked = retry_after(exc)
-                if asked > 0:
-                    log.info("the apiserver asked for %.1fs of quiet (429): writes pause", asked)
-                with self._lock:
-                    self._quiet_until = max(self._quiet_until, self._clock.now() + asked)
-                if isinstance(exc, SliceExistsError):
-                    asked = max(asked, _EXISTING_SLICE_RETRY)
-                self._queue.add_rate_limited(pool, at_least=asked)
-            else:
-                self._observer.sync_done(pool, time.monotonic() - started, None)
-                self._queue.forget(pool)
+                self._pool_sync.sync(pool)
             finally:
                 self._queue.done(pool)
 
-    def _writer_helpers(self) -> ThreadPoolExecutor:
-        with self._helpers_lock:
-            if self._stopped:  # stop() shut them down: the sync ends here, as between writes
-                raise NotLeaderError("the controller was stopped")
-            if self._helpers is None:
-                self._helpers = ThreadPoolExecutor(
-                    max_workers=max(1, self._helper_count),
-                    thread_name_prefix="resourceslice-writer",
-                )
-            return self._helpers
+    # -- what the sync asks (resourceslice._sync.SyncHost) --------------------------------
 
-    def _as_pool(self, pool: str) -> None:
-        """A helper thread writes for ``pool`` now (its write budget is the pool's shard's)."""
-        self._syncing.pool = pool
-
-    def _owner_ref(self) -> OwnerRef | None:
-        owner = self._owner
-        if owner is not None and owner.is_node and not owner.uid:
-            # Looked up once (by one worker): a Node's uid changes only when the Node object
-            # is recreated, and then the kubelet restarts the driver anyway.
-            with self._owner_lock:
-                owner = self._owner
-                assert owner is not None and self._client is not None
-                if not owner.uid:
-                    owner = self._owner = replace(owner, uid=node_uid(self._client, owner.name))
-        return owner_ref(owner)
-
-    def _in_view(self, record: SliceRecord) -> bool:
-        """Whether the informer would show ``record`` (see SliceWriter._read_taken)."""
-        return record.driver == self._driver and (
-            self._only_pool is not None or record.node_name == self._node_name
-        )
-
-    def _sync(self, pool: str) -> None:
-        started = time.monotonic()
-        owner = self._owner_ref()
+    def _desired_of(self, pool: str) -> tuple[Desired, int]:
         with self._lock:
-            desired, version = self._desired, self._pool_versions.get(pool, 0)
-            written = self._writer.dropped_at(pool, version)
-        existing = self._mutations.merge(pool, self._store.by_pool(pool))
+            return self._desired, self._pool_versions.get(pool, 0)
 
-        def window(first_write: int) -> Plan:
-            # The same inputs give the same plan: only which bodies are rendered differs.
-            return core.plan_pool(
-                desired, pool, existing, owner, self._node_name, first_write, _BODY_BYTES_PER_WINDOW
-            )
-
-        plan = window(0)
-        redundant = written is not None and rewrites_only(plan, existing, written)
-        concurrent = independent_updates(plan, existing)
-        writes = _log_plan(pool, plan, existing, redundant)
-        if not redundant:
-            self._writer.report_overwrites(pool, plan, existing)
-            # Deletes first: they free the names and the room; then updates, then creates
-            # (the order of plan.writes), so a consumer never sees more slices of the new
-            # generation than resourceSliceCount; in-place updates under the kept generation
-            # land in any order, so they go concurrently. stop() ends a sync between two
-            # writes: a large pool's publish must not go on after the caller was told it
-            # stopped.
-            self._writer.delete(pool, plan.deletes)
-            self._writer.write(pool, plan, version, concurrent)
-            while plan.next_write < len(plan.writes):
-                if self._stopped:
-                    return
-                plan = window(plan.next_write)
-                self._writer.write(pool, plan, version, concurrent)
-        if not self._may_sync(pool):
-            return  # a write was skipped (stopped, or the lease ran out): not synced
-        if writes and not redundant:
-            creates, updates, deletes = writes
-            log.info(
-                "pool %r: generation %d, %d creates, %d updates, %d deletes in %.3fs",
-                pool, plan.generation, creates, updates, deletes, time.monotonic() - started,
-            )  # fmt: skip
-        if plan.waiting:
-            log.info(
-                "pool %r: waiting for ResourceSlices being deleted to go before creating them "
-                "again: %s",
-                pool,
-                ", ".join(plan.waiting),
-            )
+    def _synced(self, pool: str, version: int, waiting: bool) -> None:
         with self._lock:
             self._counts["syncs"] += 1
-            if plan.waiting:
+            if waiting:
                 # Not synced until they are created; their deletion's watch event (the
                 # finalizers removed) syncs the pool again.
                 self._dirty.add(pool)
@@ -713,20 +542,9 @@ class Controller:
                 if not self._dirty:
                     self._observer.all_synced()
                 self._lock.notify_all()
-        # Writes the informer has not confirmed yet: look again once they leave the cache.
-        expires_in = self._mutations.expires_in(pool)
-        if expires_in is not None:
-            self._queue.add_after(pool, expires_in + 0.001)
 
-    def _may_write(self, pool: str) -> bool:
-        """Wait for a write token; False when the controller stopped or may not write
-        ``pool`` (not the leader): write nothing more."""
-        if self._write_tokens is not None and not self._stopped:
-            with self._write_tokens_lock:
-                wait = self._write_tokens.when()
-            if wait > 0:
-                self._stopping.wait(wait)
-        return self._may_sync(pool)
+    def _answered(self) -> None:
+        self._informer.retry_now()
 
     def _on_leadership(self, leading: bool, covers: Callable[[str], bool] | None = None) -> None:
         """Taking the lease (or a shard's: the pools ``covers`` selects) is like an update()
@@ -740,7 +558,7 @@ class Controller:
                 self._pool_versions[pool] = self._version
             self._dirty.update(pools)
             if leading:
-                self._writer.forget_own_writes(covers)
+                self._pool_sync.took_lease(covers)
             self._lock.notify_all()
         if leading:
             stored = self._store.pool_names()
@@ -786,29 +604,6 @@ class Controller:
     def _count(self, kind: str) -> None:
         with self._lock:
             self._counts[kind] += 1
-
-
-def _log_plan(
-    pool: str, plan: Plan, existing: list[SliceRecord], redundant: bool
-) -> tuple[int, int, int] | None:
-    """The plan's creates, updates and deletes, or None for none; its decisions at DEBUG."""
-    names = {record.name for record in existing}
-    updates = sum(name in names for name in plan.writes)
-    counts = (len(plan.writes) - updates, updates, len(plan.deletes))
-    if log.isEnabledFor(logging.DEBUG):
-        generations = sorted({record.generation for record in existing})
-        log.debug(
-            "pool %r: %d devices in %d slices, generation %d (in the cluster: %s); "
-            "delete %s, update %s, create %s%s",
-            pool, plan.device_count, plan.slice_count, plan.generation,
-            ", ".join(map(str, generations)) or "none",
-            [name for name, _, _ in plan.deletes] or "none",
-            [name for name in plan.writes if name in names] or "none",
-            [name for name in plan.writes if name not in names] or "none",
-            "; skipped: it would rewrite what the apiserver stored without the dropped fields"
-            if redundant else "",
-        )  # fmt: skip
-    return counts if any(counts) else None
 
 
 #: Go's name, and the README's: constructing a :class:`Controller` starts it.

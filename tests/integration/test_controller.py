@@ -16,7 +16,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import resourceslice as rs
-from resourceslice import controller
+from resourceslice import _sync
 from resourceslice._pycore.plan import slice_name
 from resourceslice.testing import wait_until
 from support.controller_env import (
@@ -122,7 +122,7 @@ def test_explicit_slices_generation_rules(
     if one_body_per_window:
         # Each sync then plans again for every write (docs/core.md §5, window): the same
         # writes and generations as with all bodies at once.
-        monkeypatch.setattr(controller, "_BODY_BYTES_PER_WINDOW", 1)
+        monkeypatch.setattr(_sync, "_BODY_BYTES_PER_WINDOW", 1)
     layout = [[device(0), device(1)], [device(2), device(3)], [device(4), device(5)]]
     ctrl = env.start_synced(explicit(*layout))
     assert env.counter.writes() == {"POST": 3}

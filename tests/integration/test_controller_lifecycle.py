@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import resourceslice as rs
-from resourceslice import controller as controller_module
+from resourceslice import _sync as sync_module
 from resourceslice import informer as informer_module
 from resourceslice.testing import wait_until
 from support.controller_env import (
@@ -28,10 +28,10 @@ class CorePanic(BaseException):
 
 
 class WrappedCore:
-    """The controller's core, with ``plan_pool`` going through ``hook`` first."""
+    """The core of the controller's syncs, with ``plan_pool`` going through ``hook`` first."""
 
     def __init__(self, hook: Any) -> None:
-        self._real = controller_module.core
+        self._real = sync_module.core
         self._hook = hook
 
     def __getattr__(self, name: str) -> Any:
@@ -142,7 +142,7 @@ def test_a_panic_in_the_core_is_reported_and_the_pool_retried(
         if calls == 1:
             raise CorePanic("called `Option::unwrap()` on a `None` value")
 
-    monkeypatch.setattr(controller_module, "core", WrappedCore(panic_once))
+    monkeypatch.setattr(sync_module, "core", WrappedCore(panic_once))
     ctrl = env.start(pools(p=rs.Pool(devices=[device(0)])))
     # The worker lived on: the retry published the pool. It used to die with the panic,
     # and wait_synced() never succeeded, with nothing said.
@@ -175,7 +175,7 @@ def test_workers_sync_pools_at_once_but_never_one_pool_twice(
         with lock:
             active.remove(pool)
 
-    monkeypatch.setattr(controller_module, "core", WrappedCore(track))
+    monkeypatch.setattr(sync_module, "core", WrappedCore(track))
     resources = {f"p{i}": rs.Pool(devices=[device(i)]) for i in range(8)}
     ctrl = env.start_synced(pools(**resources), workers=4)
     for n in range(3):  # updates that re-queue pools while they are being synced
