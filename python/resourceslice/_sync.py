@@ -159,17 +159,7 @@ class PoolSync:
         self._helpers: ThreadPoolExecutor | None = None
         self._helpers_lock = threading.Lock()
         self._writer = SliceWriter(
-            self.slices,
-            store,
-            self._mutations,
-            may_write=self._may_write,
-            count=host._count,
-            report=host._report,
-            answered=host._answered,
-            in_view=self._in_view,
-            concurrency=max_concurrent_writes,
-            helpers=self._writer_helpers,
-            as_pool=self._as_pool,
+            self.slices, store, self._mutations, self, concurrency=max_concurrent_writes
         )
 
     # -- what the controller tells -------------------------------------------------------
@@ -317,9 +307,9 @@ class PoolSync:
                     owner = self._owner = replace(owner, uid=node_uid(self._client, owner.name))
         return owner_ref(owner)
 
-    # -- what the writer asks ----------------------------------------------------------------
+    # -- what the writer asks (resourceslice.writer.WriteHost) -------------------------------
 
-    def _may_write(self, pool: str) -> bool:
+    def may_write(self, pool: str) -> bool:
         """Wait for a write token; False when the controller stopped or may not write
         ``pool`` (not the leader): write nothing more."""
         if self._write_tokens is not None and not self._host._stopped:
@@ -329,13 +319,22 @@ class PoolSync:
                 self._host._stopping.wait(wait)
         return self._host._may_sync(pool)
 
-    def _in_view(self, record: SliceRecord) -> bool:
+    def count(self, kind: str) -> None:
+        self._host._count(kind)
+
+    def report(self, exc: BaseException, message: str) -> None:
+        self._host._report(exc, message)
+
+    def answered(self) -> None:
+        self._host._answered()
+
+    def in_view(self, record: SliceRecord) -> bool:
         """Whether the informer would show ``record`` (see SliceWriter._read_taken)."""
         return record.driver == self._driver and (
             self._only_pool is not None or record.node_name == self._node_name
         )
 
-    def _writer_helpers(self) -> ThreadPoolExecutor:
+    def helpers(self) -> ThreadPoolExecutor:
         with self._helpers_lock:
             if self._host._stopped:  # stop() shut them down: the sync ends here, as between writes
                 raise NotLeaderError("the controller was stopped")
@@ -346,7 +345,7 @@ class PoolSync:
                 )
             return self._helpers
 
-    def _as_pool(self, pool: str) -> None:
+    def as_pool(self, pool: str) -> None:
         """A helper thread writes for ``pool`` now (its write budget is the pool's shard's)."""
         self._syncing.pool = pool
 

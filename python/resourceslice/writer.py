@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from resourceslice.api import ConflictingWriterError, DroppedFieldsError, SliceExistsError
 from resourceslice.connection import ApiError
@@ -44,20 +44,48 @@ class _DroppedFields:
     written: dict[str, str] = field(default_factory=dict)
 
 
-class SliceWriter:
-    """Sends the writes of pool plans through ``slices``, and records their results.
+class WriteHost(Protocol):
+    """What the writer asks of the sync it writes for (resourceslice._sync.PoolSync)."""
 
-    ``may_write(pool)`` waits for a write token and says whether to write at all (not once
-    stopped, nor without the Lease); ``count(verb)`` counts a write made; ``report`` is the
-    error handler; ``answered()`` is told that the server answered a write; ``in_view(record)``
-    says whether the informer would show a slice (for one found by a failed create).
+    def may_write(self, pool: str) -> bool:
+        """Waits for a write token; whether to write at all (not once stopped, nor without
+        the Lease)."""
+        ...
+
+    def count(self, kind: str) -> None:
+        """A write made: ``kind`` is "creates", "updates" or "deletes"."""
+        ...
+
+    def report(self, exc: BaseException, message: str) -> None:
+        """An error, for the error handler."""
+        ...
+
+    def answered(self) -> None:
+        """The server answered a write."""
+        ...
+
+    def in_view(self, record: SliceRecord) -> bool:
+        """Whether the informer would show ``record`` (one found by a failed create)."""
+        ...
+
+    def helpers(self) -> Executor:
+        """The executor that sends one pool's updates beside the calling thread."""
+        ...
+
+    def as_pool(self, pool: str) -> None:
+        """Called on a helper's thread before it writes for ``pool`` (the sync's per-thread
+        state: the Lease budget of the pool's shard)."""
+        ...
+
+
+class SliceWriter:
+    """Sends the writes of pool plans through ``slices``, and records their results; what
+    it needs beyond them it asks ``host``.
 
     ``concurrency``: how many of one pool's writes may be in flight at once, for a plan whose
-    writes are all in-place updates under the kept generation (:func:`independent_updates`);
-    ``helpers()`` is the executor that sends them beside the calling thread, and
-    ``as_pool(pool)`` is called on a helper's thread before it writes for ``pool`` (the
-    controller's per-thread state: the Lease budget of the pool's shard). Any other plan is
-    written one write after another, in the plan's order.
+    writes are all in-place updates under the kept generation (:func:`independent_updates`),
+    sent by the calling thread and ``host.helpers()``. Any other plan is written one write
+    after another, in the plan's order.
     """
 
     def __init__(
@@ -65,31 +93,17 @@ class SliceWriter:
         slices: ResourceSliceAPI,
         store: SliceStore,
         mutations: MutationCache,
+        host: WriteHost,
         *,
-        may_write: Callable[[str], bool],
-        count: Callable[[str], None],
-        report: Callable[[BaseException, str], None],
-        answered: Callable[[], None],
-        in_view: Callable[[SliceRecord], bool],
         concurrency: int = 1,
-        helpers: Callable[[], Executor] | None = None,
-        as_pool: Callable[[str], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
-        if concurrency > 1 and helpers is None:
-            raise ValueError("concurrent writes need an executor of helpers")
         self._concurrency = concurrency
-        self._helpers = helpers
-        self._as_pool = as_pool or (lambda pool: None)
+        self._host = host
         self._slices = slices
         self._store = store
         self._mutations = mutations
-        self._may_write = may_write
-        self._count = count
-        self._report = report
-        self._answered = answered
-        self._in_view = in_view
         self._lock = threading.Lock()
         self._dropped: dict[str, _DroppedFields] = {}
         # Slice name -> resourceVersion of this controller's last write of it: a slice
@@ -160,13 +174,13 @@ class SliceWriter:
                 and self._own_versions.get(name, versions[name]) != versions[name]
             ]
         for name in overwritten:
-            self._report(
+            self._host.report(
                 ConflictingWriterError(pool, name), f"updating ResourceSlice {name!r} of {pool!r}"
             )
 
     def delete(self, pool: str, deletes: list[tuple[str, str, str]]) -> None:
         for name, uid, resource_version in deletes:
-            if not self._may_write(pool):
+            if not self._host.may_write(pool):
                 return
             left: SliceRecord | None = None
             try:
@@ -175,7 +189,7 @@ class SliceWriter:
                 if exc.status != 404:  # already gone is what we wanted
                     raise
             else:
-                self._count("deletes")
+                self._host.count("deletes")
                 left = _still_there(response)
             with self._lock:
                 self._own_versions.pop(name, None)
@@ -197,12 +211,12 @@ class SliceWriter:
             self._update_concurrently(pool, plan.updates, version)
             return
         for name, body in plan.updates:
-            if not self._may_write(pool):
+            if not self._host.may_write(pool):
                 return
             self._report_all([self._update(pool, name, body, version)])
         taken: list[str] = []
         for body in plan.creates:
-            if not self._may_write(pool):
+            if not self._host.may_write(pool):
                 return
             sent = core.decode_slice(body)
             try:
@@ -212,24 +226,24 @@ class SliceWriter:
                 # whose response was lost) made it: compare with it once the watch has it.
                 if exc.status != 409:
                     raise
-                self._answered()
+                self._host.answered()
                 taken.append(sent.name)
                 self._read_taken(sent.name)
                 continue
-            self._count("creates")
+            self._host.count("creates")
             self._report_all([self._stored(pool, version, sent, core.decode_slice(response))])
         if taken:
             raise SliceExistsError(pool, taken)
 
     def _update(self, pool: str, name: str, body: bytes, version: int) -> _Report | None:
         response = self._slices.update(name, body)
-        self._count("updates")
+        self._host.count("updates")
         return self._stored(pool, version, core.decode_slice(body), core.decode_slice(response))
 
     def _report_all(self, reports: Iterable[_Report | None]) -> None:
         for report in reports:
             if report is not None:
-                self._report(*report)
+                self._host.report(*report)
 
     def _update_concurrently(
         self, pool: str, updates: list[tuple[str, bytes]], version: int
@@ -242,7 +256,6 @@ class SliceWriter:
         What the server dropped is reported on this thread once all are over: the error
         handler may call stop(), which waits for the sync's thread, which waits for these.
         """
-        assert self._helpers is not None
         lock = threading.Lock()
         pending: Iterator[tuple[str, bytes]] = iter(updates)
         failures: list[BaseException] = []
@@ -255,10 +268,10 @@ class SliceWriter:
 
         def send(helper: bool) -> None:
             if helper:
-                self._as_pool(pool)
+                self._host.as_pool(pool)
             while (item := take()) is not None:
                 try:
-                    if not self._may_write(pool):
+                    if not self._host.may_write(pool):
                         ended.set()
                         return
                     report = self._update(pool, item[0], item[1], version)
@@ -270,7 +283,7 @@ class SliceWriter:
                     ended.set()
                     return
 
-        helpers = self._helpers()
+        helpers = self._host.helpers()
         futures: list[Future[None]] = [
             helpers.submit(send, True) for _ in range(min(self._concurrency, len(updates)) - 1)
         ]
@@ -298,7 +311,7 @@ class SliceWriter:
             if exc.status != 404:  # deleted meanwhile: the next sync creates it
                 raise
             return
-        if self._in_view(record):
+        if self._host.in_view(record):
             self._mutations.stored(record)
 
     def _stored(
@@ -306,7 +319,7 @@ class SliceWriter:
     ) -> _Report | None:
         """Takes in the server's answer to a write; what to report when it dropped fields
         (reported by the caller: on the sync's own thread, see _update_concurrently)."""
-        self._answered()  # the server is up: an informer waiting to relist need not
+        self._host.answered()  # the server is up: an informer waiting to relist need not
         self._mutations.stored(actual)
         with self._lock:
             dropped = self._dropped.get(pool)
