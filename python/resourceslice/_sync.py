@@ -49,12 +49,13 @@ _EXISTING_SLICE_RETRY = 1.0
 
 
 class SyncHost(Protocol):
-    """What a sync asks of the controller that runs it; :class:`Controller` is one.
+    """What a sync asks of the controller that runs it: ``resourceslice.controller.Controller``
+    is one, through its package-private side (as it is for :mod:`resourceslice.binding`):
+    the names are the controller's own.
 
-    Its package-private side, as for :mod:`resourceslice.binding`: the names are the
-    controller's own. ``_lock`` is held while the desired state changes (a Condition over an
-    RLock: the methods below take it again); ``_stopped`` and ``_stopping`` say that
-    :meth:`Controller.stop` was called, the event for waits it cuts short.
+    ``_lock`` is held while the desired state changes (a Condition over an RLock: the
+    methods below take it again); ``_stopped`` and ``_stopping`` say that ``stop()`` was
+    called, the event for the waits it cuts short.
     """
 
     _lock: threading.Condition
@@ -162,7 +163,7 @@ class PoolSync:
             self.slices, store, self._mutations, self, concurrency=max_concurrent_writes
         )
 
-    # -- what the controller tells -------------------------------------------------------
+    # -- what the controller and its informer tell ---------------------------------------
 
     def observed(self, old: SliceRecord | None, new: SliceRecord | None) -> None:
         """The informer's event: ``old`` became ``new`` (None: created, or deleted); their
@@ -244,6 +245,8 @@ class PoolSync:
     def _sync(self, pool: str) -> None:
         started = time.monotonic()
         owner = self._owner_ref()
+        # Under the lock update() changes the desired state under, and so forgets what the
+        # server dropped of the pool (desired_changed): what was dropped is of this version.
         with self._host._lock:
             desired, version = self._host._desired_of(pool)
             written = self._writer.dropped_at(pool, version)
