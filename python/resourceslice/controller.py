@@ -106,6 +106,29 @@ def _log_error(exc: BaseException, message: str) -> None:
     log.error("%s: %s", message, exc, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
 
 
+def _check_options(
+    owner: Owner | None,
+    workers: int,
+    max_concurrent_writes: int,
+    max_writes_per_second: float | None,
+) -> None:
+    """Raises for options no controller can run with, before anything starts."""
+    if owner is not None and not isinstance(owner, Owner):
+        raise TypeError(f"owner must be an Owner, not {type(owner).__name__}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if isinstance(max_concurrent_writes, bool) or not isinstance(max_concurrent_writes, int):
+        raise TypeError(
+            f"max_concurrent_writes must be an int, not {type(max_concurrent_writes).__name__}"
+        )
+    if max_concurrent_writes < 1:
+        raise ValueError(f"max_concurrent_writes must be at least 1, not {max_concurrent_writes}")
+    if max_writes_per_second is not None and not max_writes_per_second > 0:
+        raise ValueError(
+            f"max_writes_per_second must be positive or None, not {max_writes_per_second}"
+        )
+
+
 class Controller:
     """Publishes ``resources`` of ``driver`` as ResourceSlices, in the background, from its
     construction (``start_controller(...)``, the name the README uses) until :meth:`stop`.
@@ -157,22 +180,7 @@ class Controller:
         clock: Clock | None = None,
         leader_election: LeaderElection | None = None,
     ) -> None:
-        if owner is not None and not isinstance(owner, Owner):
-            raise TypeError(f"owner must be an Owner, not {type(owner).__name__}")
-        if workers < 1:
-            raise ValueError(f"workers must be at least 1, not {workers}")
-        if isinstance(max_concurrent_writes, bool) or not isinstance(max_concurrent_writes, int):
-            raise TypeError(
-                f"max_concurrent_writes must be an int, not {type(max_concurrent_writes).__name__}"
-            )
-        if max_concurrent_writes < 1:
-            raise ValueError(
-                f"max_concurrent_writes must be at least 1, not {max_concurrent_writes}"
-            )
-        if max_writes_per_second is not None and not max_writes_per_second > 0:
-            raise ValueError(
-                f"max_writes_per_second must be positive or None, not {max_writes_per_second}"
-            )
+        _check_options(owner, workers, max_concurrent_writes, max_writes_per_second)
         self._driver = driver
         self._only_pool = reconcile_pool_with_name or None
         self._max_slice_bytes = max_slice_bytes

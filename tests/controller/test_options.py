@@ -10,6 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import pytest
+
 import resourceslice as rs
 from resourceslice import aio
 
@@ -59,3 +61,20 @@ def test_the_async_controller_offers_everything_the_controller_does() -> None:
     # What may wait (for a lock, a thread, the cluster) is awaited; the rest is not.
     awaited = {n for n, v in asynchronous.items() if inspect.iscoroutinefunction(v)}
     assert awaited == {"update", "update_devices", "wait_synced", "wait_idle", "stop"}
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"owner": "node-a"}, TypeError, "owner must be an Owner, not str"),
+        ({"workers": 0}, ValueError, "workers must be at least 1, not 0"),
+        ({"max_concurrent_writes": True}, TypeError, "max_concurrent_writes must be an int"),
+        ({"max_concurrent_writes": 0}, ValueError, "max_concurrent_writes must be at least 1"),
+        ({"max_writes_per_second": 0}, ValueError, "max_writes_per_second must be positive"),
+    ],
+)
+def test_options_no_controller_can_run_with_are_refused(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        rs.Controller(None, driver="gpu.example.com", **options)
