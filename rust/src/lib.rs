@@ -26,6 +26,7 @@ pub mod text;
 pub mod validate;
 
 use decode::{Event, Record};
+use replan::PlanMemo;
 use validate::Input;
 
 /// How long converting Python data holds the GIL at a stretch, where it can let go: another
@@ -390,27 +391,38 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "object".to_owned(), |n| n.to_string())
 }
 
-/// A validated, canonical desired state: every pool of one driver. Immutable.
+/// A validated, canonical desired state: every pool of one driver. Immutable, but for the
+/// memo of its plans kept beside it (replan.rs).
 #[pyclass(frozen, name = "Desired", module = "resourceslice._core")]
-struct PyDesired(validate::Desired);
+struct PyDesired {
+    desired: validate::Desired,
+    memos: PlanMemo,
+}
+
+impl PyDesired {
+    fn new(desired: validate::Desired) -> Self {
+        let memos = PlanMemo::new(&desired);
+        PyDesired { desired, memos }
+    }
+}
 
 #[pymethods]
 impl PyDesired {
     #[getter]
     fn driver(&self) -> &str {
-        &self.0.driver
+        &self.desired.driver
     }
 
     fn pool_names(&self) -> Vec<String> {
-        self.0.pools.keys().cloned().collect()
+        self.desired.pools.keys().cloned().collect()
     }
 
     fn device_count(&self, pool: &str) -> usize {
-        self.0.pools.get(pool).map_or(0, |p| p.device_count())
+        self.desired.pools.get(pool).map_or(0, |p| p.device_count())
     }
 
     fn changed_pools(&self, new: &PyDesired) -> Vec<String> {
-        plan::changed_pools(&self.0, &new.0)
+        plan::changed_pools((&self.desired, &self.memos), (&new.desired, &new.memos))
     }
 
     fn with_devices(
@@ -420,8 +432,16 @@ impl PyDesired {
         batch: &PyDesired,
         removed: Vec<String>,
     ) -> PyResult<(Option<Py<PyDesired>>, Vec<String>)> {
-        match py.detach(|| edit::with_devices(&self.0, pool, &batch.0, &removed)) {
-            Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Vec::new())),
+        let edited = py.detach(|| {
+            let edited = edit::with_devices(&self.desired, pool, &batch.desired, &removed)?;
+            let memos = self.memos.after_edit(pool, edited.in_place);
+            Ok(PyDesired {
+                desired: edited.desired,
+                memos,
+            })
+        });
+        match edited {
+            Ok(desired) => Ok((Some(Py::new(py, desired)?), Vec::new())),
             Err(errors) => Ok((None, errors)),
         }
     }
@@ -681,7 +701,10 @@ fn prepare_desired(
         return Ok((None, None));
     }
     match result.expect("read to the end unless plain_only stopped it") {
-        Ok(desired) => Ok((Some(Py::new(py, PyDesired(desired))?), Some(Vec::new()))),
+        Ok(desired) => Ok((
+            Some(Py::new(py, PyDesired::new(desired))?),
+            Some(Vec::new()),
+        )),
         Err(errors) => Ok((None, Some(errors))),
     }
 }
@@ -712,7 +735,7 @@ fn plan_pool(
     let plan = py.detach(|| {
         let records: Vec<Arc<Record>> = records.iter().map(|r| Arc::clone(&r.get().0)).collect();
         plan::plan_pool(
-            desired.as_ref().map(|d| &d.get().0),
+            desired.as_ref().map(|d| (&d.get().desired, &d.get().memos)),
             pool,
             &records,
             owner.as_ref(),

@@ -11,14 +11,17 @@ use crate::decode::Record;
 use crate::pack::{self, Item};
 use std::sync::Arc;
 
-use crate::replan;
+use crate::replan::{self, PlanMemo};
 use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
 
 /// The pools whose desired content differs from `old` to `new` (desired in only one of
 /// them, or different), sorted: an update needs to sync only those again. A pool found
 /// equal is linked to the old one, so that its next plan can start from the old one's last
 /// (replan.rs): an `update()` that changed one pool leaves the others' plans in place.
-pub fn changed_pools(old: &Desired, new: &Desired) -> Vec<String> {
+pub fn changed_pools(
+    (old, old_memos): (&Desired, &PlanMemo),
+    (new, new_memos): (&Desired, &PlanMemo),
+) -> Vec<String> {
     let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
     let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
     names
@@ -28,8 +31,8 @@ pub fn changed_pools(old: &Desired, new: &Desired) -> Vec<String> {
             if every || before != after {
                 return true;
             }
-            if let (Some(before), Some(after)) = (before, after) {
-                replan::same_as(after, before);
+            if before.is_some() && after.is_some() {
+                replan::same_as(new_memos.cache(name), old_memos.cache(name));
             }
             false
         })
@@ -398,7 +401,7 @@ pub struct Window {
 
 /// Plans `pool`; see docs/core.md §5.
 pub fn plan_pool(
-    desired: Option<&Desired>,
+    desired: Option<(&Desired, &PlanMemo)>,
     pool: &str,
     existing: &[Arc<Record>],
     owner: Option<&Owner>,
@@ -412,7 +415,9 @@ pub fn plan_pool(
     // A slice being deleted is going away: never deleted again nor updated, and its name is
     // taken until it is gone. Its generation still counts: consumers see it until then.
     let live = records.iter().filter(|r| !r.deleting);
-    let Some((desired, wanted)) = desired.and_then(|d| Some((d, d.pools.get(pool)?))) else {
+    let Some((desired, memos, wanted)) =
+        desired.and_then(|(d, memos)| Some((d, memos, d.pools.get(pool)?)))
+    else {
         let mut deletes: Vec<_> = live.map(|r| delete(r)).collect();
         deletes.sort();
         return Plan {
@@ -422,8 +427,9 @@ pub fn plan_pool(
     };
     let driver = desired.driver.as_str();
     let key = replan::key(desired, pool, owner, node_name);
+    let cache = memos.cache(pool);
     let basis = match &wanted.devices {
-        PoolDevices::Flat(_) => replan::basis(wanted, &key),
+        PoolDevices::Flat(_) => replan::basis(cache, &key),
         PoolDevices::Slices(_) => None,
     };
     let known_names = basis.as_ref().map_or(&[][..], |(memo, _)| &memo.names[..]);
@@ -544,7 +550,7 @@ pub fn plan_pool(
             slice_of,
             changes: changes.clone(),
         };
-        replan::remember(wanted, memo);
+        replan::remember(cache, memo);
     }
     let changed: Vec<bool> = changes.iter().map(|&c| c != Change::None).collect();
     // A slot without a slice of the current generation (none, or an obsolete one to be

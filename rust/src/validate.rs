@@ -12,7 +12,6 @@ use serde_json::Value;
 use crate::canonical::{self, Tree, View};
 pub use crate::devices::{DeviceEntry, DeviceList};
 use crate::quantity;
-use crate::replan::PlanCache;
 
 /// A list that the glue converts one item at a time: a flat pool's devices. Why: the input
 /// tree of 100,000 devices at once takes several times the memory of the desired state.
@@ -64,8 +63,6 @@ pub struct DesiredPool {
     pub generation: i64,
     /// At most this many devices in each packed slice (a flat pool's `maxDevicesPerSlice`).
     pub max_devices_per_slice: usize,
-    /// The last plan of this pool, kept for the next (not part of what is desired).
-    pub cache: PlanCache,
 }
 
 impl DesiredPool {
@@ -1695,7 +1692,6 @@ fn check_pool<'i>(
         all_nodes: selection.all_nodes,
         generation,
         max_devices_per_slice,
-        cache: PlanCache::default(),
     })
 }
 
