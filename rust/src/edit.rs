@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::canonical::quote;
-use crate::validate::{Desired, DesiredPool, DeviceList, PoolDevices};
+use crate::model::{Desired, DesiredPool, DeviceList, PoolDevices};
 
 /// The flat device list of `pool` in `desired`, if it has the pool; `Err` for explicit slices.
 fn flat<'d>(desired: &'d Desired, pool: &str) -> Result<Option<&'d DeviceList>, ()> {

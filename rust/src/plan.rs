@@ -11,8 +11,8 @@ use crate::decode::Record;
 use crate::pack::{self, Item};
 use std::sync::Arc;
 
+use crate::model::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
 use crate::replan::{self, PlanMemo};
-use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
 
 /// The pools whose desired content differs from `old` to `new` (desired in only one of
 /// them, or different), sorted: an update needs to sync only those again. A pool found

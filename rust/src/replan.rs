@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::decode::Record;
+use crate::model::{Desired, DeviceList};
 use crate::pack::{self, Item, Limits};
 use crate::plan::{Change, Owner};
-use crate::validate::{Desired, DeviceList};
 
 /// Replaced positions (and edits) collected along a chain before a plan is made from
 /// scratch: past this, reading the changed slices costs about what planning the pool does.

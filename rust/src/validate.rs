@@ -9,84 +9,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::canonical::{self, Tree, View};
-pub use crate::devices::{DeviceEntry, DeviceList};
+use crate::canonical::{self, Tree};
+use crate::input::{get, list_len, present, Input};
+use crate::model::{
+    Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices, SliceSpec, MAX_DEVICES,
+    MAX_DEVICES_ADVANCED, SLICE_OVERHEAD,
+};
 use crate::quantity;
 
-/// A list that the glue converts one item at a time: a flat pool's devices. Why: the input
-/// tree of 100,000 devices at once takes several times the memory of the desired state.
-pub trait Items<'a> {
-    fn count(&self) -> usize;
-    fn item(&self, index: usize) -> Input<'a>;
-}
-
-/// Plain data as Python handed it over. Dict entries are sorted by key.
-pub enum Input<'a> {
-    Null,
-    Bool(bool),
-    Int(i64),
-    /// An int outside int64.
-    BigInt,
-    Float,
-    Str(&'a str),
-    /// A str that does not encode as UTF-8 (lone surrogates).
-    BadStr,
-    List(Vec<Input<'a>>),
-    /// A list read item by item (see `Items`).
-    Lazy(Box<dyn Items<'a> + 'a>),
-    Dict(Vec<(&'a str, Input<'a>)>),
-    /// Any other type, by its Python type name.
-    Other(String),
-}
-
-/// An explicit slice.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SliceSpec {
-    pub devices: DeviceList,
-    pub shared_counters: Option<Value>,
-    pub per_device_node_selection: bool,
-    pub partition_type_attribute: Option<String>,
-    pub skip_node_operations: Option<Vec<String>>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum PoolDevices {
-    Flat(DeviceList),
-    Slices(Vec<SliceSpec>),
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct DesiredPool {
-    pub devices: PoolDevices,
-    pub node_selector: Option<Value>,
-    pub all_nodes: bool,
-    pub generation: i64,
-    /// At most this many devices in each packed slice (a flat pool's `maxDevicesPerSlice`).
-    pub max_devices_per_slice: usize,
-}
-
-impl DesiredPool {
-    pub fn device_count(&self) -> usize {
-        match &self.devices {
-            PoolDevices::Flat(d) => d.len(),
-            PoolDevices::Slices(s) => s.iter().map(|s| s.devices.len()).sum(),
-        }
-    }
-}
-
-/// A validated desired state of one driver.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Desired {
-    pub driver: String,
-    /// Shared: a device-level edit of one pool (`edit::with_devices`) copies only that one.
-    pub pools: BTreeMap<String, Arc<DesiredPool>>,
-    pub max_slice_bytes: usize,
-}
-
-/// Per-object overhead the packer reserves for metadata and the header (docs/core.md §4).
-pub const SLICE_OVERHEAD: usize = 4096;
-pub const MAX_DEVICES: usize = 128;
-pub const MAX_DEVICES_ADVANCED: usize = 64;
 const MAX_ATTRIBUTES_AND_CAPACITIES: usize = 32;
 const MAX_ATTRIBUTE_VALUES: usize = 48;
 const MAX_VALUE_LENGTH: usize = 64;
@@ -238,31 +168,6 @@ impl<'a> Errors<'a> {
             self.good_names.insert(key);
         }
         problems
-    }
-}
-
-fn get<'i, 'a>(entries: &'i [(&'a str, Input<'a>)], key: &str) -> Option<&'i Input<'a>> {
-    entries
-        .iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
-        .filter(|v| !matches!(v, Input::Null))
-}
-
-/// The members that are not null.
-fn present<'x, 'a>(
-    entries: &'x [(&'a str, Input<'a>)],
-) -> impl Iterator<Item = (&'a str, &'x Input<'a>)> {
-    entries
-        .iter()
-        .filter(|(_, v)| !matches!(v, Input::Null))
-        .map(|(k, v)| (*k, v))
-}
-
-fn list_len(v: Option<&Input<'_>>) -> usize {
-    match v {
-        Some(Input::List(l)) => l.len(),
-        _ => 0,
     }
 }
 
@@ -1463,37 +1368,6 @@ fn push_device(
         advanced,
         untimed_taints,
     });
-}
-
-impl Tree for Input<'_> {
-    fn view(&self) -> View<'_, Self> {
-        match self {
-            Input::Bool(b) => View::Bool(*b),
-            Input::Int(i) => View::Int(*i),
-            Input::Str(s) => View::Str(s),
-            Input::List(items) => View::List(items),
-            Input::Dict(_) => View::Map,
-            // Reported as errors; nothing is written from an invalid state. A lazy list is
-            // a flat pool's devices, which are rendered one by one, never as a whole.
-            Input::Null
-            | Input::BigInt
-            | Input::Float
-            | Input::BadStr
-            | Input::Other(_)
-            | Input::Lazy(_) => View::Null,
-        }
-    }
-    fn for_each_member<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a Self)) {
-        if let Input::Dict(entries) = self {
-            entries.iter().for_each(|(k, v)| f(k, v));
-        }
-    }
-    fn member(&self, key: &str) -> Option<&Self> {
-        match self {
-            Input::Dict(entries) => get(entries, key),
-            _ => None,
-        }
-    }
 }
 
 /// Walks the quantities of a subtree.
