@@ -20,7 +20,7 @@ pub struct Edited {
     pub desired: Desired,
     /// When no device was added or removed, the positions of the devices replaced where
     /// they are: every position is kept, so the plan made for the pool before can be carried
-    /// over (replan.rs).
+    /// over (plan/replan.rs).
     pub in_place: Option<Vec<usize>>,
 }
 

@@ -15,20 +15,18 @@ pub mod devices;
 pub mod edit;
 pub mod input;
 pub mod model;
-pub mod pack;
 pub mod plan;
 pub mod quantity;
 pub mod reader;
-pub mod replan;
 pub mod strlist;
 pub mod text;
 pub mod validate;
 
 use decode::{Event, Record};
-use replan::PlanMemo;
+use plan::replan::{self, PlanMemo};
 
 /// A validated, canonical desired state: every pool of one driver. Immutable, but for the
-/// memo of its plans kept beside it (replan.rs).
+/// memo of its plans kept beside it (plan/replan.rs).
 #[pyclass(frozen, name = "Desired", module = "resourceslice._core")]
 struct PyDesired {
     desired: model::Desired,
@@ -58,7 +56,7 @@ impl PyDesired {
     }
 
     fn changed_pools(&self, new: &PyDesired) -> Vec<String> {
-        plan::changed_pools((&self.desired, &self.memos), (&new.desired, &new.memos))
+        replan::changed_pools((&self.desired, &self.memos), (&new.desired, &new.memos))
     }
 
     fn with_devices(
@@ -87,7 +85,7 @@ impl PyDesired {
 #[pyclass(frozen, name = "SliceRecord", module = "resourceslice._core")]
 struct PySliceRecord(Arc<Record>);
 
-/// Shared: a plan's memo keeps the records it compared (replan.rs).
+/// Shared: a plan's memo keeps the records it compared (plan/replan.rs).
 impl From<Record> for PySliceRecord {
     fn from(record: Record) -> Self {
         PySliceRecord(Arc::new(record))
@@ -303,7 +301,7 @@ fn plan_pool(
     });
     let plan = py.detach(|| {
         let records: Vec<Arc<Record>> = records.iter().map(|r| Arc::clone(&r.get().0)).collect();
-        plan::plan_pool(
+        plan::pool::plan_pool(
             desired.as_ref().map(|d| (&d.get().desired, &d.get().memos)),
             pool,
             &records,

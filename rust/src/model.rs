@@ -1,6 +1,6 @@
 //! The validated desired state: what validation produces and the planner and edits read,
 //! and the limits of the API that more than one stage applies. It depends on no stage: the
-//! plans made of it are kept beside it (plan memo, replan.rs), not in it.
+//! plans made of it are kept beside it (`PlanMemo`, plan/replan.rs), not in it.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

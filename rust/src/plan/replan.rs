@@ -8,13 +8,13 @@
 //! Then only those slices are read again: O(changed), not O(pool). The plan is the one made
 //! from scratch (tests/core compares them, and the pure-Python core, which always plans from
 //! scratch); whatever this cannot vouch for is planned from scratch.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::pack::{self, Item, Limits};
+use super::{Change, Owner};
 use crate::decode::Record;
 use crate::model::{Desired, DeviceList};
-use crate::pack::{self, Item, Limits};
-use crate::plan::{Change, Owner};
 
 /// Replaced positions (and edits) collected along a chain before a plan is made from
 /// scratch: past this, reading the changed slices costs about what planning the pool does.
@@ -61,6 +61,32 @@ impl PlanMemo {
             .get(pool)
             .expect("the memo has a cache for every desired pool")
     }
+}
+
+/// The pools whose desired content differs from `old` to `new` (desired in only one of
+/// them, or different), sorted: an update needs to sync only those again. A pool found
+/// equal is linked to the old one, so that its next plan can start from the old one's last
+/// (below): an `update()` that changed one pool leaves the others' plans in place.
+pub fn changed_pools(
+    (old, old_memos): (&Desired, &PlanMemo),
+    (new, new_memos): (&Desired, &PlanMemo),
+) -> Vec<String> {
+    let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
+    let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| {
+            let (before, after) = (old.pools.get(*name), new.pools.get(*name));
+            if every || before != after {
+                return true;
+            }
+            if before.is_some() && after.is_some() {
+                same_as(new_memos.cache(name), old_memos.cache(name));
+            }
+            false
+        })
+        .cloned()
+        .collect()
 }
 
 /// What a pool remembers of its last plan, or of the pool it was edited from.

@@ -3,69 +3,16 @@
 //! Comparison works on the canonical JSON cached in `DeviceEntry` and `Record`; request
 //! bodies are rendered only for the slices that are written.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::pack::{self, Item};
+use super::replan::{self, PlanMemo};
+use super::{Change, Owner, Plan, Window};
 use crate::canonical::{self, Header};
 use crate::decode::Record;
-use crate::pack::{self, Item};
-use std::sync::Arc;
-
 use crate::model::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
-use crate::replan::{self, PlanMemo};
-
-/// The pools whose desired content differs from `old` to `new` (desired in only one of
-/// them, or different), sorted: an update needs to sync only those again. A pool found
-/// equal is linked to the old one, so that its next plan can start from the old one's last
-/// (replan.rs): an `update()` that changed one pool leaves the others' plans in place.
-pub fn changed_pools(
-    (old, old_memos): (&Desired, &PlanMemo),
-    (new, new_memos): (&Desired, &PlanMemo),
-) -> Vec<String> {
-    let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
-    let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
-    names
-        .into_iter()
-        .filter(|name| {
-            let (before, after) = (old.pools.get(*name), new.pools.get(*name));
-            if every || before != after {
-                return true;
-            }
-            if before.is_some() && after.is_some() {
-                replan::same_as(new_memos.cache(name), old_memos.cache(name));
-            }
-            false
-        })
-        .cloned()
-        .collect()
-}
-
-/// The slices' owner: `(api_version, kind, name, uid)`.
-pub struct Owner {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-}
-
-#[derive(Debug, Default, PartialEq)]
-pub struct Plan {
-    pub generation: i64,
-    pub slice_count: usize,
-    pub device_count: usize,
-    pub deletes: Vec<(String, String, String)>,
-    /// Names of every slice to write: the updates, then the creates.
-    pub writes: Vec<String>,
-    /// Where the next window starts: the first write without a body here.
-    pub next_write: usize,
-    /// Bodies of the writes in the requested window only.
-    pub updates: Vec<(String, Vec<u8>)>,
-    pub creates: Vec<Vec<u8>>,
-    /// Slices not created because a slice being deleted still holds their name.
-    pub waiting: Vec<String>,
-    /// Slices this plan worked out the change of; the others' was carried over (replan.rs).
-    pub compared: usize,
-}
 
 /// Slice names are cut to 63 characters (a DNS label's length, so they also fit in label
 /// values): the readable prefix to this many, then the hash.
@@ -329,16 +276,6 @@ fn owner_references(ours: Option<&Value>, record: Option<&Record>) -> Option<Val
     (!refs.is_empty()).then_some(Value::Array(refs))
 }
 
-/// How a desired slice differs from its stored record of the current generation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    None,
-    /// Only the device list: the header (node selection, counters, count, ...) is as stored.
-    Devices,
-    /// A create, an obsolete record to overwrite, or a header that changes.
-    Slice,
-}
-
 /// Whether the pool's writes can go out under its current generation (docs/core.md §5).
 ///
 /// Consumers use only the highest generation, and only once all `resourceSliceCount` slices
@@ -389,14 +326,6 @@ fn isolated_updates(
             .devices()
             .all(|d| held.get(d.name).is_none_or(|&j| j == i))
     })
-}
-
-/// Which writes of a plan get bodies: from `first_write` on, in the order of
-/// `Plan::writes`, until the bodies reach `max_body_bytes` (at least one; all when None).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Window {
-    pub first_write: usize,
-    pub max_body_bytes: Option<usize>,
 }
 
 /// Plans `pool`; see docs/core.md §5.
