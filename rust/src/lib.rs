@@ -264,7 +264,7 @@ fn prepare_desired(
     plain_only: bool,
 ) -> PyResult<Prepared> {
     let read = reader::read_desired(py, driver, pools, plain_only, |driver, pools| {
-        validate::prepare_desired(driver, pools, max_slice_bytes)
+        validate::pool::prepare_desired(driver, pools, max_slice_bytes)
     })?;
     match read {
         None => Ok((None, None)),
