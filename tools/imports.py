@@ -118,11 +118,12 @@ def rust_graph() -> Graph:
         paths = [(m.group(1), m.group(2)) for m in _CRATE_PATH.finditer(text)]
         for m in _USE_GROUP.finditer(text):
             paths += [(m.group(1), "::" + item.strip()) for item in m.group(2).split(",")]
-        # A parent names its own child modules without `crate::` (`decode::Record`).
+        # A parent names its own child modules, and theirs, without `crate::`
+        # (`decode::Record`, `plan::pool::plan_pool`).
         if is_dir_module:
             for child in _MOD.findall(text):
-                if re.search(rf"\b(?<!::){child}::", text):
-                    paths.append(("self", "::" + child))
+                for rest in re.findall(rf"\b(?<!::){child}((?:::[a-z_][a-z0-9_]*)*)::", text):
+                    paths.append(("self", f"::{child}{rest}"))
         uses = set()
         for root, rest in paths:
             base = {"crate": "crate", "self": module}.get(root, parent)

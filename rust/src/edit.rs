@@ -4,8 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::canonical::quote;
-use crate::replan::PlanCache;
-use crate::validate::{Desired, DesiredPool, DeviceList, PoolDevices};
+use crate::model::{Desired, DesiredPool, DeviceList, PoolDevices};
 
 /// The flat device list of `pool` in `desired`, if it has the pool; `Err` for explicit slices.
 fn flat<'d>(desired: &'d Desired, pool: &str) -> Result<Option<&'d DeviceList>, ()> {
@@ -14,6 +13,15 @@ fn flat<'d>(desired: &'d Desired, pool: &str) -> Result<Option<&'d DeviceList>, 
         Some(PoolDevices::Slices(_)) => Err(()),
         None => Ok(None),
     }
+}
+
+/// A desired state after a device-level edit of one pool.
+pub struct Edited {
+    pub desired: Desired,
+    /// When no device was added or removed, the positions of the devices replaced where
+    /// they are: every position is kept, so the plan made for the pool before can be carried
+    /// over (plan/replan.rs).
+    pub in_place: Option<Vec<usize>>,
 }
 
 /// `desired` with `pool`'s devices named in `batch` (a desired state validated with the
@@ -25,7 +33,7 @@ pub fn with_devices(
     pool: &str,
     batch: &Desired,
     removed: &[String],
-) -> Result<Desired, Vec<String>> {
+) -> Result<Edited, Vec<String>> {
     let wanted = desired.pools.get(pool);
     let (current, upserts) = match (wanted, flat(desired, pool), flat(batch, pool)) {
         (None, _, _) => return Err(vec![format!("pools[{}]: not desired", quote(pool))]),
@@ -78,18 +86,14 @@ pub fn with_devices(
             all_nodes: wanted.all_nodes,
             generation: wanted.generation,
             max_devices_per_slice: wanted.max_devices_per_slice,
-            // Devices replaced where they are keep every position: the plan made for the
-            // pool before can be carried over (replan.rs).
-            cache: if in_place {
-                PlanCache::after_edit(wanted, replaced.iter().map(|&(i, _)| i).collect())
-            } else {
-                PlanCache::default()
-            },
         }),
     );
-    Ok(Desired {
-        driver: desired.driver.clone(),
-        pools,
-        max_slice_bytes: desired.max_slice_bytes,
+    Ok(Edited {
+        desired: Desired {
+            driver: desired.driver.clone(),
+            pools,
+            max_slice_bytes: desired.max_slice_bytes,
+        },
+        in_place: in_place.then(|| replaced.iter().map(|&(i, _)| i).collect()),
     })
 }

@@ -3,66 +3,16 @@
 //! Comparison works on the canonical JSON cached in `DeviceEntry` and `Record`; request
 //! bodies are rendered only for the slices that are written.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::pack::{self, Item};
+use super::replan::{self, PlanMemo};
+use super::{Change, Owner, Plan, Window};
 use crate::canonical::{self, Header};
 use crate::decode::Record;
-use crate::pack::{self, Item};
-use std::sync::Arc;
-
-use crate::replan;
-use crate::validate::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
-
-/// The pools whose desired content differs from `old` to `new` (desired in only one of
-/// them, or different), sorted: an update needs to sync only those again. A pool found
-/// equal is linked to the old one, so that its next plan can start from the old one's last
-/// (replan.rs): an `update()` that changed one pool leaves the others' plans in place.
-pub fn changed_pools(old: &Desired, new: &Desired) -> Vec<String> {
-    let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
-    let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
-    names
-        .into_iter()
-        .filter(|name| {
-            let (before, after) = (old.pools.get(*name), new.pools.get(*name));
-            if every || before != after {
-                return true;
-            }
-            if let (Some(before), Some(after)) = (before, after) {
-                replan::same_as(after, before);
-            }
-            false
-        })
-        .cloned()
-        .collect()
-}
-
-/// The slices' owner: `(api_version, kind, name, uid)`.
-pub struct Owner {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-}
-
-#[derive(Debug, Default, PartialEq)]
-pub struct Plan {
-    pub generation: i64,
-    pub slice_count: usize,
-    pub device_count: usize,
-    pub deletes: Vec<(String, String, String)>,
-    /// Names of every slice to write: the updates, then the creates.
-    pub writes: Vec<String>,
-    /// Where the next window starts: the first write without a body here.
-    pub next_write: usize,
-    /// Bodies of the writes in the requested window only.
-    pub updates: Vec<(String, Vec<u8>)>,
-    pub creates: Vec<Vec<u8>>,
-    /// Slices not created because a slice being deleted still holds their name.
-    pub waiting: Vec<String>,
-    /// Slices this plan worked out the change of; the others' was carried over (replan.rs).
-    pub compared: usize,
-}
+use crate::model::{Desired, DesiredPool, DeviceEntry, DeviceList, PoolDevices};
 
 /// Slice names are cut to 63 characters (a DNS label's length, so they also fit in label
 /// values): the readable prefix to this many, then the hash.
@@ -326,16 +276,6 @@ fn owner_references(ours: Option<&Value>, record: Option<&Record>) -> Option<Val
     (!refs.is_empty()).then_some(Value::Array(refs))
 }
 
-/// How a desired slice differs from its stored record of the current generation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    None,
-    /// Only the device list: the header (node selection, counters, count, ...) is as stored.
-    Devices,
-    /// A create, an obsolete record to overwrite, or a header that changes.
-    Slice,
-}
-
 /// Whether the pool's writes can go out under its current generation (docs/core.md §5).
 ///
 /// Consumers use only the highest generation, and only once all `resourceSliceCount` slices
@@ -388,82 +328,57 @@ fn isolated_updates(
     })
 }
 
-/// Which writes of a plan get bodies: from `first_write` on, in the order of
-/// `Plan::writes`, until the bodies reach `max_body_bytes` (at least one; all when None).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Window {
-    pub first_write: usize,
-    pub max_body_bytes: Option<usize>,
+/// The live records by the slot their name is the name of.
+struct Slots<'r> {
+    current: BTreeMap<usize, &'r Record>,
+    /// The same records, as shared: the memo keeps them (replan.rs).
+    shared: BTreeMap<usize, &'r Arc<Record>>,
+    /// The records whose name is no slot's.
+    dropped: Vec<&'r Record>,
 }
 
-/// Plans `pool`; see docs/core.md §5.
-pub fn plan_pool(
-    desired: Option<&Desired>,
-    pool: &str,
-    existing: &[Arc<Record>],
-    owner: Option<&Owner>,
-    node_name: Option<&str>,
-    window: Window,
-) -> Plan {
-    let records = existing;
-    let existing: Vec<&Record> = records.iter().map(|r| &**r).collect();
-    let existing = &existing[..];
-    let delete = |r: &Record| (r.name.clone(), r.uid.clone(), r.resource_version.clone());
-    // A slice being deleted is going away: never deleted again nor updated, and its name is
-    // taken until it is gone. Its generation still counts: consumers see it until then.
-    let live = records.iter().filter(|r| !r.deleting);
-    let Some((desired, wanted)) = desired.and_then(|d| Some((d, d.pools.get(pool)?))) else {
-        let mut deletes: Vec<_> = live.map(|r| delete(r)).collect();
-        deletes.sort();
-        return Plan {
-            deletes,
-            ..Plan::default()
+impl<'r> Slots<'r> {
+    fn of(
+        live: impl Iterator<Item = &'r Arc<Record>>,
+        index_of: impl Fn(&str) -> Option<usize>,
+    ) -> Self {
+        let mut slots = Slots {
+            current: BTreeMap::new(),
+            shared: BTreeMap::new(),
+            dropped: Vec::new(),
         };
-    };
-    let driver = desired.driver.as_str();
-    let key = replan::key(desired, pool, owner, node_name);
-    let basis = match &wanted.devices {
-        PoolDevices::Flat(_) => replan::basis(wanted, &key),
-        PoolDevices::Slices(_) => None,
-    };
-    let known_names = basis.as_ref().map_or(&[][..], |(memo, _)| &memo.names[..]);
-    let max_gen = existing.iter().map(|r| r.generation).max().unwrap_or(0);
-    let mut dropped: Vec<&Record> = Vec::new();
-    let mut current: BTreeMap<usize, &Record> = BTreeMap::new();
-    // The records by slot once more, as shared: the memo keeps them (replan.rs).
-    let mut slot_records: BTreeMap<usize, &Arc<Record>> = BTreeMap::new();
-    for record in live {
-        match index_of(&record.name, known_names, driver, owner, pool) {
-            Some(index) => {
-                current.insert(index, record);
-                slot_records.insert(index, record);
+        for record in live {
+            match index_of(&record.name) {
+                Some(index) => {
+                    slots.current.insert(index, record);
+                    slots.shared.insert(index, record);
+                }
+                None => slots.dropped.push(record),
             }
-            None => dropped.push(record),
         }
+        slots
     }
-    let limits = limits(wanted, desired.max_slice_bytes);
-    let reused = match (&wanted.devices, &basis) {
-        (PoolDevices::Flat(devices), Some((memo, changed))) => {
-            replan::reuse(memo, changed, devices, &slot_records, max_gen, limits)
-        }
-        _ => None,
-    };
-    let (layout, slice_of, mut known) = match reused {
-        Some(r) => (r.layout, Some(r.slice_of), r.known),
-        None => {
-            let (layout, held_as_is) = self::layout(wanted, &current, desired.max_slice_bytes);
-            let slice_of = held_as_is.then(|| Arc::new(slice_of(&layout, wanted.device_count())));
-            let unknown = vec![None; layout.len()];
-            (Arc::new(layout), slice_of, unknown)
-        }
-    };
-    let slices = slice_refs(wanted, &layout);
-    let count = slices.len();
-    dropped.extend(current.range(count..).map(|(_, &r)| r));
-    let mut deletes: Vec<_> = dropped.iter().map(|r| delete(r)).collect();
-    deletes.sort();
+}
 
-    let owner_ref = owner.filter(|o| !o.uid.is_empty()).map(|o| {
+/// The names of a pool's first `count` desired slices.
+fn slice_names(count: usize, driver: &str, owner: Option<&Owner>, pool: &str) -> Vec<String> {
+    (0..count)
+        .map(|i| slice_name(i, driver, owner, pool))
+        .collect()
+}
+
+/// The deletes of `records`, sorted.
+fn deletes<'r>(records: impl Iterator<Item = &'r Record>) -> Vec<(String, String, String)> {
+    let mut deletes: Vec<_> = records
+        .map(|r| (r.name.clone(), r.uid.clone(), r.resource_version.clone()))
+        .collect();
+    deletes.sort();
+    deletes
+}
+
+/// The controller's entry of `ownerReferences`, for an owner with a uid.
+fn owner_reference(owner: Option<&Owner>) -> Option<Value> {
+    owner.filter(|o| !o.uid.is_empty()).map(|o| {
         let mut r = Map::new();
         r.insert("apiVersion".into(), Value::from(o.api_version.as_str()));
         r.insert("kind".into(), Value::from(o.kind.as_str()));
@@ -471,149 +386,121 @@ pub fn plan_pool(
         r.insert("uid".into(), Value::from(o.uid.as_str()));
         r.insert("controller".into(), Value::Bool(true));
         Value::Object(r)
-    });
-    let node_selection = |s: &SliceRef<'_>| -> (&'static str, Value) {
-        if let Some(ns) = &wanted.node_selector {
+    })
+}
+
+/// What the slices of one plan share: their pool and how many there are, the node name and
+/// owner they are published for, and the highest generation stored (`max_gen`).
+struct Context<'a> {
+    driver: &'a str,
+    pool: &'a str,
+    wanted: &'a DesiredPool,
+    count: usize,
+    node_name: Option<&'a str>,
+    owner_ref: Option<Value>,
+    max_gen: i64,
+}
+
+impl Context<'_> {
+    fn node_selection(&self, s: &SliceRef<'_>) -> (&'static str, Value) {
+        if let Some(ns) = &self.wanted.node_selector {
             ("nodeSelector", ns.clone())
-        } else if wanted.all_nodes {
+        } else if self.wanted.all_nodes {
             ("allNodes", Value::Bool(true))
         } else if s.per_device_node_selection {
             ("perDeviceNodeSelection", Value::Bool(true))
-        } else if let Some(n) = node_name {
+        } else if let Some(n) = self.node_name {
             ("nodeName", Value::from(n))
         } else {
             ("allNodes", Value::Bool(true))
         }
-    };
-    let header = |s: &SliceRef<'_>, generation: i64, record: Option<&Record>| Header {
-        driver,
-        pool,
-        generation,
-        count: count as i64,
-        node_selection: Some(node_selection(s)),
-        shared_counters: s.shared_counters.cloned(),
-        partition_type_attribute: s.partition_type_attribute.map(Value::from),
-        skip_node_operations: s.skip_node_operations.map(Value::from),
-        owner_references: owner_references(owner_ref.as_ref(), record),
-    };
-    let change_of = |i: usize, s: &SliceRef<'_>| match current.get(&i) {
-        Some(r) if r.generation == max_gen => {
-            let same_devices = r.devices.len() == s.indices.len()
-                && s.devices()
-                    .zip(r.devices.iter())
-                    .all(|(d, stored)| canonical::device_eq(d.json, stored));
-            let same_header = || {
-                canonical::header_eq(
-                    &canonical::to_json(&header(s, r.generation, Some(r)).to_value()),
-                    &r.header,
-                )
-            };
-            match (same_devices, same_header()) {
-                (true, true) => Change::None,
-                (false, true) => Change::Devices,
-                (_, false) => Change::Slice,
-            }
-        }
-        _ => Change::Slice,
-    };
-    let mut compared = 0;
-    for (i, s) in slices.iter().enumerate() {
-        if known[i].is_none() {
-            known[i] = Some(change_of(i, s));
-            compared += 1;
-        }
     }
-    let changes: Vec<Change> = known.into_iter().flatten().collect();
-    let names: Arc<Vec<String>> = match basis.filter(|(memo, _)| memo.names.len() == count) {
-        Some((memo, _)) => Arc::clone(&memo.names),
-        None => Arc::new(
-            (0..count)
-                .map(|i| slice_name(i, driver, owner, pool))
-                .collect(),
-        ),
-    };
-    if let Some(slice_of) = slice_of {
-        let memo = replan::Memo {
-            key,
-            names: Arc::clone(&names),
-            max_gen,
-            records: (0..count)
-                .map(|i| slot_records.get(&i).map(|&r| Arc::clone(r)))
-                .collect(),
-            layout: Arc::clone(&layout),
-            slice_of,
-            changes: changes.clone(),
-        };
-        replan::remember(wanted, memo);
-    }
-    let changed: Vec<bool> = changes.iter().map(|&c| c != Change::None).collect();
-    // A slot without a slice of the current generation (none, or an obsolete one to be
-    // overwritten) changes what consumers see of the pool, as a create would.
-    let missing = (0..count)
-        .filter(|i| current.get(i).is_none_or(|r| r.generation < max_gen))
-        .count();
-    let updates_needed = changed.iter().filter(|&&c| c).count() - missing;
-    let kept = count - missing - updates_needed;
-    let drops_current = dropped.iter().any(|r| r.generation == max_gen);
-    let (generation, write_all) = if wanted.generation > max_gen {
-        (wanted.generation, true)
-    } else if keeps_generation(missing, updates_needed, kept, drops_current, || {
-        isolated_updates(&slices, &current, &changes)
-    }) {
-        (max_gen, false)
-    } else {
-        (max_gen + 1, true)
-    };
 
-    let current_records: Vec<&Record> = existing
-        .iter()
-        .copied()
-        .filter(|r| r.generation == max_gen)
-        .collect();
-    let mut times = StoredTimes {
-        records: &current_records,
-        by_device: None,
-    };
-    let going: BTreeSet<&str> = existing
-        .iter()
-        .filter(|r| r.deleting)
-        .map(|r| r.name.as_str())
-        .collect();
-    let mut to_write = Vec::new();
-    let mut waiting = Vec::new();
-    for i in (0..count).filter(|&i| write_all || changed[i]) {
-        let name = names[i].clone();
-        // A create whose name a slice being deleted holds waits until it is gone.
-        if !current.contains_key(&i) && going.contains(name.as_str()) {
-            waiting.push(name);
-        } else {
-            to_write.push(i);
+    fn header(&self, s: &SliceRef<'_>, generation: i64, record: Option<&Record>) -> Header<'_> {
+        Header {
+            driver: self.driver,
+            pool: self.pool,
+            generation,
+            count: self.count as i64,
+            node_selection: Some(self.node_selection(s)),
+            shared_counters: s.shared_counters.cloned(),
+            partition_type_attribute: s.partition_type_attribute.map(Value::from),
+            skip_node_operations: s.skip_node_operations.map(Value::from),
+            owner_references: owner_references(self.owner_ref.as_ref(), record),
         }
     }
-    // Updates before creates (docs/core.md §5), each in index order.
-    to_write.sort_by_key(|i| !current.contains_key(i));
-    let writes: Vec<String> = to_write.iter().map(|&i| names[i].clone()).collect();
-    let mut updates = Vec::new();
-    let mut creates = Vec::new();
-    let mut rendered = 0;
-    let mut next_write = window.first_write;
-    for (&i, name) in to_write.iter().zip(&writes).skip(window.first_write) {
-        if window
-            .max_body_bytes
-            .is_some_and(|max| next_write > window.first_write && rendered >= max)
-        {
-            break;
+
+    /// How slice `s` differs from `record`, the one stored in its slot if any.
+    fn change(&self, s: &SliceRef<'_>, record: Option<&Record>) -> Change {
+        match record {
+            Some(r) if r.generation == self.max_gen => {
+                let same_devices = r.devices.len() == s.indices.len()
+                    && s.devices()
+                        .zip(r.devices.iter())
+                        .all(|(d, stored)| canonical::device_eq(d.json, stored));
+                let same_header = || {
+                    canonical::header_eq(
+                        &canonical::to_json(&self.header(s, r.generation, Some(r)).to_value()),
+                        &r.header,
+                    )
+                };
+                match (same_devices, same_header()) {
+                    (true, true) => Change::None,
+                    (false, true) => Change::Devices,
+                    (_, false) => Change::Slice,
+                }
+            }
+            _ => Change::Slice,
         }
-        let s = &slices[i];
-        let record = current.get(&i).copied();
-        let mut h = header(s, generation, record).to_value();
+    }
+
+    /// The generation the writes go out under, and whether every slice is written.
+    fn generation(
+        &self,
+        slices: &[SliceRef<'_>],
+        current: &BTreeMap<usize, &Record>,
+        changes: &[Change],
+        dropped: &[&Record],
+    ) -> (i64, bool) {
+        let (count, max_gen) = (self.count, self.max_gen);
+        let changed = changes.iter().filter(|&&c| c != Change::None).count();
+        // A slot without a slice of the current generation (none, or an obsolete one to be
+        // overwritten) changes what consumers see of the pool, as a create would.
+        let missing = (0..count)
+            .filter(|i| current.get(i).is_none_or(|r| r.generation < max_gen))
+            .count();
+        let updates_needed = changed - missing;
+        let kept = count - missing - updates_needed;
+        let drops_current = dropped.iter().any(|r| r.generation == max_gen);
+        if self.wanted.generation > max_gen {
+            (self.wanted.generation, true)
+        } else if keeps_generation(missing, updates_needed, kept, drops_current, || {
+            isolated_updates(slices, current, changes)
+        }) {
+            (max_gen, false)
+        } else {
+            (max_gen + 1, true)
+        }
+    }
+
+    /// The request body that writes slice `s` as `name` under `generation`, over `record`
+    /// when there is one (an update).
+    fn body<'r>(
+        &self,
+        s: &SliceRef<'_>,
+        name: &str,
+        record: Option<&'r Record>,
+        generation: i64,
+        times: &mut StoredTimes<'r>,
+    ) -> Vec<u8> {
+        let mut h = self.header(s, generation, record).to_value();
         let Value::Object(spec) = &mut h else {
             unreachable!("a header is an object")
         };
         spec.remove("ownerReferences"); // the controller's alone: all go in metadata
         let mut metadata = Map::new();
-        metadata.insert("name".into(), Value::from(name.as_str()));
-        if let Some(refs) = owner_references(owner_ref.as_ref(), record) {
+        metadata.insert("name".into(), Value::from(name));
+        if let Some(refs) = owner_references(self.owner_ref.as_ref(), record) {
             metadata.insert("ownerReferences".into(), refs);
         }
         if let Some(r) = record {
@@ -637,17 +524,194 @@ pub fn plan_pool(
             .map(|(k, v)| (k.as_str(), canonical::to_json(v)))
             .collect();
         if !s.indices.is_empty() {
-            let written_over = record.filter(|r| r.generation == max_gen);
+            let written_over = record.filter(|r| r.generation == self.max_gen);
             let devices: Vec<String> = s.devices().map(|d| times.fill(&d, written_over)).collect();
             spec_members.push(("devices", format!("[{}]", devices.join(","))));
         }
-        let body = write_object(vec![
+        write_object(vec![
             ("apiVersion", canonical::quote("resource.k8s.io/v1")),
             ("kind", canonical::quote("ResourceSlice")),
             ("metadata", canonical::to_json(&Value::Object(metadata))),
             ("spec", write_object(spec_members)),
         ])
-        .into_bytes();
+        .into_bytes()
+    }
+}
+
+/// Which devices go in which slice, the slice of each device position when the layout is the
+/// records' own (see `layout`), and each slice's change where a plan made before still
+/// knows it (replan.rs).
+#[allow(clippy::type_complexity)]
+fn layout_of(
+    wanted: &DesiredPool,
+    max_bytes: usize,
+    basis: Option<&(Arc<replan::Memo>, Vec<usize>)>,
+    current: &BTreeMap<usize, &Record>,
+    slot_records: &BTreeMap<usize, &Arc<Record>>,
+    max_gen: i64,
+) -> (
+    Arc<Vec<Vec<usize>>>,
+    Option<Arc<Vec<u32>>>,
+    Vec<Option<Change>>,
+) {
+    let limits = limits(wanted, max_bytes);
+    let reused = match (&wanted.devices, basis) {
+        (PoolDevices::Flat(devices), Some((memo, changed))) => {
+            replan::reuse(memo, changed, devices, slot_records, max_gen, limits)
+        }
+        _ => None,
+    };
+    match reused {
+        Some(r) => (r.layout, Some(r.slice_of), r.known),
+        None => {
+            let (layout, held_as_is) = layout(wanted, current, max_bytes);
+            let slice_of = held_as_is.then(|| Arc::new(slice_of(&layout, wanted.device_count())));
+            let unknown = vec![None; layout.len()];
+            (Arc::new(layout), slice_of, unknown)
+        }
+    }
+}
+
+/// The slots to write, updates before creates (docs/core.md §5), each in index order; and
+/// the names of the creates that wait: a slice being deleted still holds their name.
+fn slots_to_write(
+    names: &[String],
+    current: &BTreeMap<usize, &Record>,
+    existing: &[Arc<Record>],
+    written: impl Fn(usize) -> bool,
+) -> (Vec<usize>, Vec<String>) {
+    let going: BTreeSet<&str> = existing
+        .iter()
+        .filter(|r| r.deleting)
+        .map(|r| r.name.as_str())
+        .collect();
+    let mut to_write = Vec::new();
+    let mut waiting = Vec::new();
+    for i in (0..names.len()).filter(|&i| written(i)) {
+        let name = names[i].clone();
+        // A create whose name a slice being deleted holds waits until it is gone.
+        if !current.contains_key(&i) && going.contains(name.as_str()) {
+            waiting.push(name);
+        } else {
+            to_write.push(i);
+        }
+    }
+    to_write.sort_by_key(|i| !current.contains_key(i));
+    (to_write, waiting)
+}
+
+/// Plans `pool`; see docs/core.md §5.
+pub fn plan_pool(
+    desired: Option<(&Desired, &PlanMemo)>,
+    pool: &str,
+    existing: &[Arc<Record>],
+    owner: Option<&Owner>,
+    node_name: Option<&str>,
+    window: Window,
+) -> Plan {
+    // A slice being deleted is going away: never deleted again nor updated, and its name is
+    // taken until it is gone. Its generation still counts: consumers see it until then.
+    let live = existing.iter().filter(|r| !r.deleting);
+    let Some((desired, memos, wanted)) =
+        desired.and_then(|(d, memos)| Some((d, memos, d.pools.get(pool)?)))
+    else {
+        return Plan {
+            deletes: deletes(live.map(|r| &**r)),
+            ..Plan::default()
+        };
+    };
+    let driver = desired.driver.as_str();
+    let key = replan::key(desired, pool, owner, node_name);
+    let cache = memos.cache(pool);
+    let basis = match &wanted.devices {
+        PoolDevices::Flat(_) => replan::basis(cache, &key),
+        PoolDevices::Slices(_) => None,
+    };
+    let known_names = basis.as_ref().map_or(&[][..], |(memo, _)| &memo.names[..]);
+    let max_gen = existing.iter().map(|r| r.generation).max().unwrap_or(0);
+    let Slots {
+        current,
+        shared: slot_records,
+        mut dropped,
+    } = Slots::of(live, |name| {
+        index_of(name, known_names, driver, owner, pool)
+    });
+    let (layout, slice_of, mut known) = layout_of(
+        wanted,
+        desired.max_slice_bytes,
+        basis.as_ref(),
+        &current,
+        &slot_records,
+        max_gen,
+    );
+    let slices = slice_refs(wanted, &layout);
+    let count = slices.len();
+    dropped.extend(current.range(count..).map(|(_, &r)| r));
+    let deletes = deletes(dropped.iter().copied());
+
+    let context = Context {
+        driver,
+        pool,
+        wanted,
+        count,
+        node_name,
+        owner_ref: owner_reference(owner),
+        max_gen,
+    };
+    let mut compared = 0;
+    for (i, s) in slices.iter().enumerate() {
+        if known[i].is_none() {
+            known[i] = Some(context.change(s, current.get(&i).copied()));
+            compared += 1;
+        }
+    }
+    let changes: Vec<Change> = known.into_iter().flatten().collect();
+    let names = match basis.filter(|(memo, _)| memo.names.len() == count) {
+        Some((memo, _)) => Arc::clone(&memo.names),
+        None => Arc::new(slice_names(count, driver, owner, pool)),
+    };
+    if let Some(slice_of) = slice_of {
+        let memo = replan::Memo {
+            key,
+            names: Arc::clone(&names),
+            max_gen,
+            records: (0..count)
+                .map(|i| slot_records.get(&i).map(|&r| Arc::clone(r)))
+                .collect(),
+            layout: Arc::clone(&layout),
+            slice_of,
+            changes: changes.clone(),
+        };
+        replan::remember(cache, memo);
+    }
+    let (generation, write_all) = context.generation(&slices, &current, &changes, &dropped);
+
+    let (to_write, waiting) = slots_to_write(&names, &current, existing, |i| {
+        write_all || changes[i] != Change::None
+    });
+    let writes: Vec<String> = to_write.iter().map(|&i| names[i].clone()).collect();
+    let current_records: Vec<&Record> = existing
+        .iter()
+        .map(|r| &**r)
+        .filter(|r| r.generation == max_gen)
+        .collect();
+    let mut times = StoredTimes {
+        records: &current_records,
+        by_device: None,
+    };
+    let mut updates = Vec::new();
+    let mut creates = Vec::new();
+    let mut rendered = 0;
+    let mut next_write = window.first_write;
+    for (&i, name) in to_write.iter().zip(&writes).skip(window.first_write) {
+        if window
+            .max_body_bytes
+            .is_some_and(|max| next_write > window.first_write && rendered >= max)
+        {
+            break;
+        }
+        let record = current.get(&i).copied();
+        let body = context.body(&slices[i], name, record, generation, &mut times);
         rendered += body.len();
         next_write += 1;
         match record {

@@ -8,14 +8,13 @@
 //! Then only those slices are read again: O(changed), not O(pool). The plan is the one made
 //! from scratch (tests/core compares them, and the pure-Python core, which always plans from
 //! scratch); whatever this cannot vouch for is planned from scratch.
-use std::collections::BTreeMap;
-use std::fmt;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::pack::{self, Item, Limits};
+use super::{Change, Owner};
 use crate::decode::Record;
-use crate::pack::{self, Item, Limits};
-use crate::plan::{Change, Owner};
-use crate::validate::{Desired, DesiredPool, DeviceList};
+use crate::model::{Desired, DeviceList};
 
 /// Replaced positions (and edits) collected along a chain before a plan is made from
 /// scratch: past this, reading the changed slices costs about what planning the pool does.
@@ -25,6 +24,71 @@ const MAX_CARRIED: usize = 4096;
 /// waiting for the Lease) would otherwise keep every version of an edited pool alive.
 const MAX_CHAIN: usize = 256;
 
+/// The plan memo of every pool of one desired state, kept beside it (not in it: the
+/// desired state says what is wanted, this what planning it found). Made with the desired
+/// state, it has a `PlanCache` for each of its pools; a pool shared with another desired
+/// state (an edit copies only the pool it edits) shares its cache too.
+pub struct PlanMemo(BTreeMap<String, Arc<PlanCache>>);
+
+impl PlanMemo {
+    /// A new cache for each pool of `desired`: nothing planned yet.
+    pub fn new(desired: &Desired) -> PlanMemo {
+        PlanMemo(
+            desired
+                .pools
+                .keys()
+                .map(|name| (name.clone(), Arc::default()))
+                .collect(),
+        )
+    }
+
+    /// The memo of a desired state made from this one's by a device-level edit of `pool`:
+    /// the other pools' caches shared, `pool`'s linked to its last one when the edit replaced
+    /// devices where they are (`in_place`: the positions replaced), else new.
+    pub fn after_edit(&self, pool: &str, in_place: Option<Vec<usize>>) -> PlanMemo {
+        let cache = match (self.0.get(pool), in_place) {
+            (Some(parent), Some(replaced)) => PlanCache::after_edit(parent, replaced),
+            _ => PlanCache::default(),
+        };
+        let mut pools = self.0.clone();
+        pools.insert(pool.to_owned(), Arc::new(cache));
+        PlanMemo(pools)
+    }
+
+    /// The cache of `pool`, one of the desired state's pools.
+    pub fn cache(&self, pool: &str) -> &Arc<PlanCache> {
+        self.0
+            .get(pool)
+            .expect("the memo has a cache for every desired pool")
+    }
+}
+
+/// The pools whose desired content differs from `old` to `new` (desired in only one of
+/// them, or different), sorted: an update needs to sync only those again. A pool found
+/// equal is linked to the old one, so that its next plan can start from the old one's last
+/// (below): an `update()` that changed one pool leaves the others' plans in place.
+pub fn changed_pools(
+    (old, old_memos): (&Desired, &PlanMemo),
+    (new, new_memos): (&Desired, &PlanMemo),
+) -> Vec<String> {
+    let every = old.driver != new.driver || old.max_slice_bytes != new.max_slice_bytes;
+    let names: BTreeSet<&String> = old.pools.keys().chain(new.pools.keys()).collect();
+    names
+        .into_iter()
+        .filter(|name| {
+            let (before, after) = (old.pools.get(*name), new.pools.get(*name));
+            if every || before != after {
+                return true;
+            }
+            if before.is_some() && after.is_some() {
+                same_as(new_memos.cache(name), old_memos.cache(name));
+            }
+            false
+        })
+        .cloned()
+        .collect()
+}
+
 /// What a pool remembers of its last plan, or of the pool it was edited from.
 #[derive(Default)]
 pub struct PlanCache(Mutex<CacheState>);
@@ -32,8 +96,8 @@ pub struct PlanCache(Mutex<CacheState>);
 #[derive(Default)]
 struct CacheState {
     memo: Option<Arc<Memo>>,
-    /// The pool this one was edited from, and the positions the edit replaced.
-    edited_from: Option<(Arc<DesiredPool>, Vec<usize>)>,
+    /// The cache of the pool this one was edited from, and the positions the edit replaced.
+    edited_from: Option<(Arc<PlanCache>, Vec<usize>)>,
     /// Along `edited_from` to the nearest plan: the pools, and the positions replaced.
     chain: usize,
     carried: usize,
@@ -41,11 +105,11 @@ struct CacheState {
 
 impl PlanCache {
     /// The cache of a pool made from `parent` by replacing the devices at `replaced`.
-    pub fn after_edit(parent: &Arc<DesiredPool>, replaced: Vec<usize>) -> PlanCache {
+    fn after_edit(parent: &Arc<PlanCache>, replaced: Vec<usize>) -> PlanCache {
         // A parent without a plan yet may have one by the time this pool is planned (a sync
         // of it was under way): linked all the same, and `basis` looks when it is asked.
         let (chain, carried) = {
-            let state = parent.cache.state();
+            let state = parent.state();
             match state.memo {
                 Some(_) => (1, replaced.len()),
                 None => (state.chain + 1, state.carried + replaced.len()),
@@ -68,29 +132,9 @@ impl PlanCache {
     }
 
     #[allow(clippy::type_complexity)]
-    fn snapshot(&self) -> (Option<Arc<Memo>>, Option<(Arc<DesiredPool>, Vec<usize>)>) {
+    fn snapshot(&self) -> (Option<Arc<Memo>>, Option<(Arc<PlanCache>, Vec<usize>)>) {
         let state = self.state();
         (state.memo.clone(), state.edited_from.clone())
-    }
-}
-
-/// A copy of a pool is a new pool: it has planned nothing.
-impl Clone for PlanCache {
-    fn clone(&self) -> Self {
-        PlanCache::default()
-    }
-}
-
-/// Not part of what is desired: two pools of the same content are equal whatever they cached.
-impl PartialEq for PlanCache {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl fmt::Debug for PlanCache {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("PlanCache")
     }
 }
 
@@ -128,11 +172,11 @@ pub fn key(
     )
 }
 
-/// The last plan made of `pool` or of a pool it was edited from, for the same `key`, with
-/// the positions replaced since.
-pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
+/// The last plan made of the pool of `cache` or of a pool it was edited from, for the same
+/// `key`, with the positions replaced since.
+pub fn basis(cache: &PlanCache, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
     let mut replaced = Vec::new();
-    let (mut memo, mut edited_from) = pool.cache.snapshot();
+    let (mut memo, mut edited_from) = cache.snapshot();
     for _ in 0..=MAX_CHAIN {
         if let Some(memo) = memo {
             return (memo.key == key).then_some((memo, replaced));
@@ -142,28 +186,30 @@ pub fn basis(pool: &DesiredPool, key: &str) -> Option<(Arc<Memo>, Vec<usize>)> {
         if replaced.len() > MAX_CARRIED {
             return None;
         }
-        (memo, edited_from) = parent.cache.snapshot();
+        (memo, edited_from) = parent.snapshot();
     }
     None
 }
 
-/// `pool` has the content of `earlier`: unless it has a plan or an edit to go by already,
-/// its next plan may start from `earlier`'s last, every position kept. Only a pool that has
-/// a plan is linked to: a chain never loops back, whichever way pools are compared.
-pub fn same_as(pool: &Arc<DesiredPool>, earlier: &Arc<DesiredPool>) {
-    if Arc::ptr_eq(pool, earlier) || earlier.cache.state().memo.is_none() {
+/// The pool of `pool` (its cache) has the content of that of `earlier`: unless it has a plan
+/// or an edit to go by already, its next plan may start from `earlier`'s last, every position
+/// kept. Only a pool that has a plan is linked to: a chain never loops back, whichever way
+/// pools are compared.
+pub fn same_as(pool: &Arc<PlanCache>, earlier: &Arc<PlanCache>) {
+    if Arc::ptr_eq(pool, earlier) || earlier.state().memo.is_none() {
         return;
     }
-    let mut state = pool.cache.state();
+    let mut state = pool.state();
     if state.memo.is_none() && state.edited_from.is_none() {
         state.edited_from = Some((Arc::clone(earlier), Vec::new()));
         state.chain = 1;
     }
 }
 
-/// Keeps `memo` as `pool`'s last plan; the pools it was edited from are no longer needed.
-pub fn remember(pool: &DesiredPool, memo: Memo) {
-    let mut state = pool.cache.state();
+/// Keeps `memo` as the last plan of the pool of `cache`; the pools it was edited from are no
+/// longer needed.
+pub fn remember(cache: &PlanCache, memo: Memo) {
+    let mut state = cache.state();
     state.memo = Some(Arc::new(memo));
     state.edited_from = None;
     (state.chain, state.carried) = (0, 0);

@@ -2,7 +2,7 @@
 //!
 //! Devices stay where they are; only new or evicted devices move, into the lowest slice with
 //! room. That keeps one changed device one update call, however large the pool.
-use crate::validate::{MAX_DEVICES_ADVANCED, SLICE_OVERHEAD};
+use crate::model::{MAX_DEVICES_ADVANCED, SLICE_OVERHEAD};
 
 /// What the limits need to know of a device.
 #[derive(Clone, Copy, Debug)]
@@ -153,7 +153,7 @@ fn trim(bins: &mut Vec<Bin>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::MAX_DEVICES;
+    use crate::model::MAX_DEVICES;
 
     const MAX: Limits = Limits {
         max_bytes: 1 << 20,
