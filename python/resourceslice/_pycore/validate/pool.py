@@ -1,9 +1,12 @@
-"""The check of a pool (a flat device list, or explicit slices, each with its devices) and of
-the whole desired state: ``prepare``, the entry point, which makes the ``model``'s
-``DesiredState``; and the pool-level messages.
+"""The check of a pool and of the whole desired state, and their messages.
 
-The top of the checks: it is here, not in the package's ``__init__``, because it uses every
-other module of checks, which all use ``__init__``.
+A pool is a flat device list or explicit slices. The loop over a pool's slices is here, not
+in ``slice``: it checks each slice's devices (``device``), and a device's check uses
+``slice``'s node selection, so ``slice`` stands below ``device`` and this module above both.
+
+``prepare``, the entry point (``_pycore.prepare_desired``), makes the ``model``'s
+``DesiredState``. It is here, not in the package's ``__init__``, because it uses every other
+module of checks, and they all use ``__init__``.
 """
 
 from __future__ import annotations
