@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from resourceslice._pycore.validate import is_dns_label, is_dns_subdomain, is_driver_name
+from resourceslice._names import is_dns_label, is_driver_name, is_label_name, is_pool_name
 
 _INT64 = 2**63
 
@@ -41,7 +41,6 @@ MAX_DATA_DEPTH = 64
 # -- the checks ------------------------------------------------------------------------------
 
 _CONDITION_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
-_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _CONDITION_STATUSES = ("True", "False", "Unknown")
 _ENTRY_FIELDS = ("driver", "pool", "device", "shareID", "conditions", "data", "networkData")
@@ -67,15 +66,6 @@ def _unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _is_qualified_name(name: str) -> bool:
-    """apimachinery's IsQualifiedName (a label key): ``[<DNS subdomain>/]<name>``, the
-    name at most 63 characters."""
-    prefix, slash, rest = name.rpartition("/")
-    if slash and (not prefix or "/" in prefix or not is_dns_subdomain(prefix)):
-        return False
-    return 0 < len(rest) <= 63 and rest.isascii() and _LABEL_NAME.fullmatch(rest) is not None
 
 
 def _days_in(year: int, month: int) -> int:
@@ -311,7 +301,7 @@ def _check_condition(problems: list[str], path: str, condition: Any, seen: set[s
     kind = fields.get("type")
     if kind is None or kind == "":
         problems.append(f"{path}.type: is required")
-    elif (text := _check_string(problems, f"{path}.type", kind)) and not _is_qualified_name(text):
+    elif (text := _check_string(problems, f"{path}.type", kind)) and not is_label_name(text):
         problems.append(f"{path}.type: must be a qualified name ([<DNS subdomain>/]<name>)")
     if kind is None or isinstance(kind, str):  # absent is "", as Go reads it
         if (kind or "") in seen:
@@ -435,9 +425,7 @@ def device_status_problems(entry: Mapping[str, Any]) -> list[str]:
     if driver is not None and not is_driver_name(driver):
         problems.append("driver: must be a DNS subdomain of at most 63 characters")
     pool = _check_string(problems, "pool", entry.get("pool"))
-    if pool is not None and not (
-        0 < _bytes(pool) <= 253 and all(is_dns_subdomain(part) for part in pool.split("/"))
-    ):
+    if pool is not None and not is_pool_name(pool):
         problems.append("pool: must be DNS subdomains separated by /, at most 253 characters")
     device = _check_string(problems, "device", entry.get("device"))
     if device is not None and not is_dns_label(device):

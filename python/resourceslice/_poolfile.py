@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from resourceslice._pycore.validate import BAD_POOL_NAME, MAX_POOL_NAME_LENGTH
+from resourceslice._names import BAD_POOL_NAME, MAX_POOL_NAME_LENGTH
 from resourceslice.api import DriverResources, Pool, Slice, ValidationError
 from resourceslice.types import KubernetesModel, NodeSelector
 

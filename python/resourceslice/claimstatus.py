@@ -52,7 +52,7 @@ from resourceslice._claimstatus_checks import (
     device_status_problems,
 )
 from resourceslice._http import request
-from resourceslice._pycore.validate import is_driver_name
+from resourceslice._names import is_driver_name
 from resourceslice.api import (
     RequestDeadlineError,
     ResourceSliceError,

@@ -36,24 +36,22 @@ from typing import TYPE_CHECKING, Any, Union
 from urllib.parse import quote
 
 from resourceslice._http import delete_options, get_json, node_uid, request, retry_after
-from resourceslice._plain import _plain
-from resourceslice._pycore import canonical
-from resourceslice._pycore.validate import (
+from resourceslice._names import (
     BAD_DNS_LABEL,
     BAD_DRIVER,
-    BAD_EFFECT,
     BAD_LABEL_NAME,
     BAD_LABEL_VALUE,
     BAD_POOL_NAME,
-    BAD_TIME,
-    TAINT_EFFECTS,
-    _is_label_value,
     is_dns_label,
     is_dns_subdomain,
     is_driver_name,
     is_label_name,
+    is_label_value,
     is_pool_name,
 )
+from resourceslice._plain import _plain
+from resourceslice._pycore import canonical
+from resourceslice._pycore.validate.device import BAD_EFFECT, BAD_TIME, TAINT_EFFECTS
 from resourceslice.api import Owner, ResourceSliceError, ValidationError, _PickledByFields
 from resourceslice.connection import ApiError
 from resourceslice.controller import ControllerStoppedError, ErrorHandler
@@ -202,7 +200,7 @@ def _check_taint(taint: object) -> tuple[dict[str, Any], list[str]]:
         errors.append(f"taint.{key}: unknown field (known: {', '.join(_TAINT_FIELDS)})")
     checks = (
         ("key", is_label_name, BAD_LABEL_NAME, True),
-        ("value", _is_label_value, BAD_LABEL_VALUE, False),
+        ("value", is_label_value, BAD_LABEL_VALUE, False),
         ("effect", lambda s: s in TAINT_EFFECTS, BAD_EFFECT, True),
         ("timeAdded", lambda s: canonical.normalise_time(s) is not None, BAD_TIME, False),
     )

@@ -12,7 +12,7 @@ import yaml
 
 import resourceslice as rs
 from resourceslice import _poolfile
-from resourceslice._pycore.validate import BAD_POOL_NAME, MAX_POOL_NAME_LENGTH
+from resourceslice._names import BAD_POOL_NAME, MAX_POOL_NAME_LENGTH
 from resourceslice.cli.common import UserError
 from resourceslice.cli.common import load as cli_load
 

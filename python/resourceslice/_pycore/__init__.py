@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resourceslice._pycore import edit as _edit
-from resourceslice._pycore import plan as _plan
 from resourceslice._pycore.decode import (
     SliceRecord,
     decode_list,
@@ -14,8 +13,10 @@ from resourceslice._pycore.decode import (
     decode_slice,
     decode_watch_event,
 )
+from resourceslice._pycore.model import DesiredState
 from resourceslice._pycore.plan import Plan
-from resourceslice._pycore.validate import DesiredState, prepare
+from resourceslice._pycore.plan.pool import plan_pool as _plan_pool
+from resourceslice._pycore.validate.pool import prepare
 
 
 class Desired:
@@ -118,7 +119,7 @@ def plan_pool(
     max_body_bytes: int | None = None,
 ) -> Plan:
     """The writes that make ``pool`` equal to ``desired`` (docs/core.md §5)."""
-    return _plan.plan_pool(
+    return _plan_pool(
         desired._state if desired is not None else None,
         pool,
         list(existing),

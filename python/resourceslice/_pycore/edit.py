@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from resourceslice._pycore import canonical
-from resourceslice._pycore.validate import DesiredState, DeviceEntry
+from resourceslice._pycore.model import DesiredState, DeviceEntry
 
 
 def _flat(state: DesiredState, pool: str) -> list[DeviceEntry] | None:

@@ -63,7 +63,7 @@ from typing import Any, cast
 
 from resourceslice._claimstatus_checks import _check_network
 from resourceslice._errortext import describe_error
-from resourceslice._pycore.validate import is_dns_label, is_dns_subdomain
+from resourceslice._names import is_dns_label, is_dns_subdomain
 from resourceslice.api import DriverResources, Pool
 from resourceslice.kubeletplugin.cdi import remove_claim_spec, write_claim_spec
 from resourceslice.kubeletplugin.claims import ResourceClaim

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import grpc
 
-from resourceslice._pycore.validate import MAX_DRIVER_LENGTH, is_driver_name
+from resourceslice._names import MAX_DRIVER_LENGTH, is_driver_name
 from resourceslice.kubeletplugin._pb import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,

@@ -1,4 +1,4 @@
-"""One pool's plan (docs/core.md §5): which slices to delete, update and create.
+"""``plan_pool``: which slices of one pool to delete, update and create (docs/core.md §5).
 
 Comparison works on the canonical JSON cached in ``DeviceEntry`` and ``SliceRecord``; request
 bodies are rendered only for the slices that are written.
@@ -7,98 +7,14 @@ bodies are rendered only for the slices that are written.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from resourceslice._pycore import canonical
 from resourceslice._pycore.decode import SliceRecord
-from resourceslice._pycore.pack import Item, Limits, pack
-from resourceslice._pycore.validate import DesiredPool, DesiredState, DeviceEntry
-
-#: ``(api_version, kind, name, uid)`` of the slices' owner.
-OwnerRef = tuple[str, str, str, str]
-
-#: Slice names are cut to 63 characters (a DNS label's length, so they also fit in label
-#: values): the readable prefix to this many, then the hash.
-NAME_PREFIX_MAX = 53
-NAME_HASH_LEN = 10
-_HEX_PREFIX = re.compile(r"[0-9a-f]{1,8}(?![0-9a-f])")
-_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
-_U64 = (1 << 64) - 1
-
-
-class Plan:
-    """The writes that make one pool's slices equal to the desired state."""
-
-    __slots__ = (
-        "compared",
-        "creates",
-        "deletes",
-        "device_count",
-        "generation",
-        "next_write",
-        "slice_count",
-        "updates",
-        "waiting",
-        "writes",
-    )
-
-    def __init__(
-        self,
-        generation: int = 0,
-        slice_count: int = 0,
-        device_count: int = 0,
-        deletes: list[tuple[str, str, str]] | None = None,
-        writes: list[str] | None = None,
-        next_write: int = 0,
-        updates: list[tuple[str, bytes]] | None = None,
-        creates: list[bytes] | None = None,
-        waiting: list[str] | None = None,
-        compared: int = 0,
-    ) -> None:
-        self.generation = generation
-        self.slice_count = slice_count
-        self.device_count = device_count
-        self.deletes = deletes or []
-        self.writes = writes or []
-        self.next_write = next_write
-        self.updates = updates or []
-        self.creates = creates or []
-        self.waiting = waiting or []
-        #: Slices compared with their records: all of them here, where every plan is made
-        #: from scratch (the Rust core carries comparisons over, docs/core.md §5).
-        self.compared = compared
-
-
-def slice_name(index: int, driver: str, owner: OwnerRef | None, pool: str) -> str:
-    """The name of desired slice ``index`` of ``pool``.
-
-    Deterministic, not generateName: a create is then idempotent, so a retried create whose
-    first response was lost, or a second controller running by mistake, gets 409 instead of
-    publishing every device twice. The hash tells pools of one driver and owner apart.
-    """
-    owner_name = owner[2] if owner else ""
-    prefix = f"{index:05x}-{driver}-" + (f"{owner_name}-" if owner else "")
-    h = _FNV_OFFSET
-    for byte in f"{driver}\0{owner_name}\0{pool}\0{index}".encode():
-        h = ((h ^ byte) * _FNV_PRIME) & _U64
-    digits = []
-    for _ in range(NAME_HASH_LEN):
-        h, digit = divmod(h, 36)
-        digits.append(_BASE36[digit])
-    return prefix[:NAME_PREFIX_MAX] + "".join(digits)
-
-
-def index_of(name: str, driver: str, owner: OwnerRef | None, pool: str) -> int | None:
-    """The desired slice index ``name`` is the name of, if any."""
-    hex_digits = _HEX_PREFIX.match(name)
-    if hex_digits is None:
-        return None
-    index = int(hex_digits.group(), 16)
-    return index if name == slice_name(index, driver, owner, pool) else None
+from resourceslice._pycore.model import DesiredPool, DesiredState, DeviceEntry
+from resourceslice._pycore.plan import OwnerRef, Plan, index_of, slice_name
+from resourceslice._pycore.plan.pack import Item, Limits, pack
 
 
 class _SliceRef(NamedTuple):
@@ -250,6 +166,172 @@ def _write_object(members: list[tuple[str, str]]) -> str:
     return "{" + ",".join(f"{canonical.quote(k)}:{v}" for k, v in members) + "}"
 
 
+class _Pool:
+    """What the name and header of each slice of the planned pool take from the pool."""
+
+    __slots__ = ("count", "driver", "node_name", "owner", "owner_ref", "pool", "wanted")
+
+    def __init__(
+        self,
+        driver: str,
+        pool: str,
+        owner: OwnerRef | None,
+        node_name: str | None,
+        wanted: DesiredPool,
+        count: int,
+    ) -> None:
+        self.driver = driver
+        self.pool = pool
+        self.owner = owner
+        self.node_name = node_name
+        self.wanted = wanted
+        self.count = count
+        self.owner_ref: dict[str, Any] | None = None
+        if owner is not None and owner[3]:
+            api_version, kind, name, uid = owner
+            self.owner_ref = {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": name,
+                "uid": uid,
+                "controller": True,
+            }
+
+    def name(self, index: int) -> str:
+        return slice_name(index, self.driver, self.owner, self.pool)
+
+    def node_selection(self, s: _SliceRef) -> tuple[str, Any]:
+        wanted = self.wanted
+        if wanted.node_selector is not None:
+            return ("nodeSelector", wanted.node_selector)
+        if wanted.all_nodes:
+            return ("allNodes", True)
+        if s.per_device_node_selection:
+            return ("perDeviceNodeSelection", True)
+        if self.node_name is not None:
+            return ("nodeName", self.node_name)
+        return ("allNodes", True)
+
+    def header(self, s: _SliceRef, generation: int, rec: SliceRecord | None) -> dict[str, Any]:
+        return canonical.header(
+            self.driver,
+            self.pool,
+            generation,
+            self.count,
+            self.node_selection(s),
+            s.shared_counters,
+            _owner_references(self.owner_ref, rec),
+            s.partition_type_attribute,
+            s.skip_node_operations,
+        )
+
+
+def _change(p: _Pool, s: _SliceRef, rec: SliceRecord | None, max_gen: int) -> int:
+    """How desired slice ``s`` differs from ``rec``, the record in its slot."""
+    if rec is None or rec.generation < max_gen:
+        return _SLICE
+    if not canonical.header_eq(canonical.to_json(p.header(s, rec.generation, rec)), rec.header):
+        return _SLICE
+    same_devices = len(rec.device_jsons) == len(s.devices) and all(
+        canonical.device_eq(d.json, stored) for d, stored in zip(s.devices, rec.device_jsons)
+    )
+    return _UNCHANGED if same_devices else _DEVICES
+
+
+def _generation(
+    wanted_generation: int,
+    slices: Sequence[_SliceRef],
+    current: dict[int, SliceRecord],
+    changes: Sequence[int],
+    dropped: Sequence[SliceRecord],
+    max_gen: int,
+) -> tuple[int, bool]:
+    """The generation the writes go out under, and whether every slice is written (a new
+    generation) or only the changed ones."""
+    count = len(slices)
+    # A slot without a slice of the current generation (none, or an obsolete one to be
+    # overwritten) changes what consumers see of the pool, as a create would.
+    missing = sum(1 for i in range(count) if i not in current or current[i].generation < max_gen)
+    updates_needed = sum(c != _UNCHANGED for c in changes) - missing
+    kept = count - missing - updates_needed
+    drops_current = any(r.generation == max_gen for r in dropped)
+    if wanted_generation > max_gen:
+        return wanted_generation, True
+    if _keeps_generation(
+        missing,
+        updates_needed,
+        kept,
+        drops_current,
+        lambda: _isolated_updates(slices, current, changes),
+    ):
+        return max_gen, False
+    return max_gen + 1, True
+
+
+def _write_order(
+    p: _Pool,
+    changes: Sequence[int],
+    write_all: bool,
+    current: dict[int, SliceRecord],
+    existing: Sequence[SliceRecord],
+) -> tuple[list[int], list[str]]:
+    """The slots to write, updates before creates (docs/core.md §5), each in index order; and
+    the names of the creates that wait."""
+    going = {r.name for r in existing if r.deleting}
+    to_write = []
+    waiting = []
+    for i in (i for i in range(p.count) if write_all or changes[i] != _UNCHANGED):
+        name = p.name(i)
+        # A create whose name a slice being deleted holds waits until it is gone.
+        if i not in current and name in going:
+            waiting.append(name)
+        else:
+            to_write.append(i)
+    to_write.sort(key=lambda i: i not in current)
+    return to_write, waiting
+
+
+def _body(
+    p: _Pool,
+    name: str,
+    s: _SliceRef,
+    stored: SliceRecord | None,
+    generation: int,
+    max_gen: int,
+    times: _StoredTimes,
+) -> bytes:
+    """The request body that writes desired slice ``s`` as ``name`` over ``stored``."""
+    spec = p.header(s, generation, stored)
+    spec.pop("ownerReferences", None)  # the controller's alone: all go in metadata
+    metadata: dict[str, Any] = {"name": name}
+    owner_refs = _owner_references(p.owner_ref, stored)
+    if owner_refs is not None:
+        metadata["ownerReferences"] = owner_refs
+    if stored is not None:
+        # Others' metadata as stored: a PUT replaces the whole object.
+        for key, value in (
+            ("labels", stored.labels),
+            ("annotations", stored.annotations),
+            ("finalizers", stored.finalizers),
+        ):
+            if value is not None:
+                metadata[key] = value
+        metadata["resourceVersion"] = stored.resource_version
+    spec_members = [(k, canonical.to_json(v)) for k, v in spec.items()]
+    if s.devices:
+        written_over = stored if stored is not None and stored.generation == max_gen else None
+        devices = ",".join(times.fill(d, written_over) for d in s.devices)
+        spec_members.append(("devices", "[" + devices + "]"))
+    return _write_object(
+        [
+            ("apiVersion", canonical.quote("resource.k8s.io/v1")),
+            ("kind", canonical.quote("ResourceSlice")),
+            ("metadata", canonical.to_json(metadata)),
+            ("spec", _write_object(spec_members)),
+        ]
+    ).encode()
+
+
 def plan_pool(
     desired: DesiredState | None,
     pool: str,
@@ -281,86 +363,13 @@ def plan_pool(
     dropped.extend(r for i, r in current.items() if i >= count)
     deletes = sorted(_delete(r) for r in dropped)
 
-    owner_ref = None
-    if owner is not None and owner[3]:
-        api_version, kind, name, uid = owner
-        owner_ref = {
-            "apiVersion": api_version,
-            "kind": kind,
-            "name": name,
-            "uid": uid,
-            "controller": True,
-        }
-
-    def node_selection(s: _SliceRef) -> tuple[str, Any]:
-        if wanted.node_selector is not None:
-            return ("nodeSelector", wanted.node_selector)
-        if wanted.all_nodes:
-            return ("allNodes", True)
-        if s.per_device_node_selection:
-            return ("perDeviceNodeSelection", True)
-        if node_name is not None:
-            return ("nodeName", node_name)
-        return ("allNodes", True)
-
-    def header(s: _SliceRef, generation: int, rec: SliceRecord | None) -> dict[str, Any]:
-        return canonical.header(
-            driver,
-            pool,
-            generation,
-            count,
-            node_selection(s),
-            s.shared_counters,
-            _owner_references(owner_ref, rec),
-            s.partition_type_attribute,
-            s.skip_node_operations,
-        )
-
-    def change(i: int, s: _SliceRef) -> int:
-        rec = current.get(i)
-        if rec is None or rec.generation < max_gen:
-            return _SLICE
-        if not canonical.header_eq(canonical.to_json(header(s, rec.generation, rec)), rec.header):
-            return _SLICE
-        same_devices = len(rec.device_jsons) == len(s.devices) and all(
-            canonical.device_eq(d.json, stored) for d, stored in zip(s.devices, rec.device_jsons)
-        )
-        return _UNCHANGED if same_devices else _DEVICES
-
-    changes = [change(i, s) for i, s in enumerate(slices)]
-    is_changed = [c != _UNCHANGED for c in changes]
-    # A slot without a slice of the current generation (none, or an obsolete one to be
-    # overwritten) changes what consumers see of the pool, as a create would.
-    missing = sum(1 for i in range(count) if i not in current or current[i].generation < max_gen)
-    updates_needed = sum(is_changed) - missing
-    kept = count - missing - updates_needed
-    drops_current = any(r.generation == max_gen for r in dropped)
-    if wanted.generation > max_gen:
-        generation, write_all = wanted.generation, True
-    elif _keeps_generation(
-        missing,
-        updates_needed,
-        kept,
-        drops_current,
-        lambda: _isolated_updates(slices, current, changes),
-    ):
-        generation, write_all = max_gen, False
-    else:
-        generation, write_all = max_gen + 1, True
-
-    going = {r.name for r in existing if r.deleting}
-    to_write = []
-    waiting = []
-    for i in (i for i in range(count) if write_all or is_changed[i]):
-        name = slice_name(i, driver, owner, pool)
-        # A create whose name a slice being deleted holds waits until it is gone.
-        if i not in current and name in going:
-            waiting.append(name)
-        else:
-            to_write.append(i)
-    # Updates before creates (docs/core.md §5), each in index order.
-    to_write.sort(key=lambda i: i not in current)
-    names = [slice_name(i, driver, owner, pool) for i in to_write]
+    p = _Pool(driver, pool, owner, node_name, wanted, count)
+    changes = [_change(p, s, current.get(i), max_gen) for i, s in enumerate(slices)]
+    generation, write_all = _generation(
+        wanted.generation, slices, current, changes, dropped, max_gen
+    )
+    to_write, waiting = _write_order(p, changes, write_all, current, existing)
+    names = [p.name(i) for i in to_write]
     times = _StoredTimes([r for r in existing if r.generation == max_gen])
     updates: list[tuple[str, bytes]] = []
     creates: list[bytes] = []
@@ -369,37 +378,8 @@ def plan_pool(
     for i, name in zip(to_write[first_write:], names[first_write:]):
         if max_body_bytes is not None and next_write > first_write and rendered >= max_body_bytes:
             break
-        s = slices[i]
         stored = current.get(i)
-        spec = header(s, generation, stored)
-        spec.pop("ownerReferences", None)  # the controller's alone: all go in metadata
-        metadata: dict[str, Any] = {"name": name}
-        owner_refs = _owner_references(owner_ref, stored)
-        if owner_refs is not None:
-            metadata["ownerReferences"] = owner_refs
-        if stored is not None:
-            # Others' metadata as stored: a PUT replaces the whole object.
-            for key, value in (
-                ("labels", stored.labels),
-                ("annotations", stored.annotations),
-                ("finalizers", stored.finalizers),
-            ):
-                if value is not None:
-                    metadata[key] = value
-            metadata["resourceVersion"] = stored.resource_version
-        spec_members = [(k, canonical.to_json(v)) for k, v in spec.items()]
-        if s.devices:
-            written_over = stored if stored is not None and stored.generation == max_gen else None
-            devices = ",".join(times.fill(d, written_over) for d in s.devices)
-            spec_members.append(("devices", "[" + devices + "]"))
-        body = _write_object(
-            [
-                ("apiVersion", canonical.quote("resource.k8s.io/v1")),
-                ("kind", canonical.quote("ResourceSlice")),
-                ("metadata", canonical.to_json(metadata)),
-                ("spec", _write_object(spec_members)),
-            ]
-        ).encode()
+        body = _body(p, name, slices[i], stored, generation, max_gen, times)
         if stored is not None:
             updates.append((name, body))
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from resourceslice._pycore.validate import MAX_DEVICES_ADVANCED, SLICE_OVERHEAD
+from resourceslice._pycore.model import MAX_DEVICES_ADVANCED, SLICE_OVERHEAD
 
 
 class Item(NamedTuple):
