@@ -84,12 +84,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn carried_in_table_order() {
-        let names: Vec<&str> = carried().iter().map(|f| f.name).collect();
-        assert_eq!(names, ["partitionTypeAttribute", "skipNodeOperations"]);
-    }
-
-    #[test]
     fn gates_by_name() {
         assert_eq!(gate("taints"), Some("DRADeviceTaints"));
         assert_eq!(gate("bindsToNode"), Some("DRADeviceBindingConditions"));

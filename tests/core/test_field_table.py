@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from resourceslice._fields import FIELDS
+from resourceslice._fields import CARRIED, FIELDS
+from resourceslice._pycore.validate.slice import _CHECKERS
 from resourceslice.testing.cluster import module_dir, module_files, releases
 from support.api_fields import RELEASES, STRUCTS, api_fields
 
@@ -54,3 +55,8 @@ def test_test_server_pins_the_same_api(release: str) -> None:
     pinned = re.search(r"^\s*k8s\.io/api => k8s\.io/api (\S+)$", gomod, re.MULTILINE)
     assert pinned is not None
     assert pinned.group(1) == RELEASES[release][0]
+
+
+def test_every_carried_field_has_its_checker() -> None:
+    """Of the pure-Python core (the Rust core's: validate/slice.rs's unit test)."""
+    assert {f.check for f in CARRIED} <= set(_CHECKERS)

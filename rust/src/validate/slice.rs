@@ -427,3 +427,19 @@ fn check_skip_node_operations<'i>(e: &mut Errors<'i>, v: &Input<'i>) -> Option<V
         (!ops.is_empty()).then(|| ops.iter().map(|s| (*s).to_owned()).collect())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_carried_field_has_its_checker() {
+        for f in fields::carried() {
+            assert!(
+                CHECKERS.iter().any(|(name, _)| *name == f.check),
+                "{}",
+                f.name
+            );
+        }
+    }
+}
