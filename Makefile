@@ -97,7 +97,7 @@ $(OLDEST_STAMP): pyproject.toml Makefile
 # The release wheel installed into .venv-oldest (its declared dependencies must hold with
 # OLDEST_DEPS: pip check), then the suite from that installation.
 test-oldest: wheel server kubelet-harness dra-cluster device-attrs helm device-metadata runtime \
-		$(OLDEST_STAMP)
+		api-fields $(OLDEST_STAMP)
 	$(OLDEST_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/*.whl
 	$(OLDEST_PY) -m pip check
 	$(OLDEST_PY) -c "import sys, kubernetes; print('oldest: Python', sys.version.split()[0], \
@@ -115,7 +115,8 @@ CONNECTION_TESTS = tests/integration/test_controller.py tests/integration/test_c
 # Lint first (seconds), then the Rust unit tests, then the whole pytest suite on the real
 # server with the newest Python and dependencies (and CONNECTION_TESTS again on the
 # library's own connection), every bench once (small), then the suite again on the oldest.
-test: lint server kubelet-harness dra-cluster device-attrs helm device-metadata runtime wheel
+test: lint server kubelet-harness dra-cluster device-attrs helm device-metadata runtime api-fields \
+		wheel
 	PYO3_PYTHON=$(abspath $(PY)) cargo test --quiet --lib
 	$(PY) -c "import sys, kubernetes; print('newest: Python', sys.version.split()[0], \
 		'kubernetes', kubernetes.__version__)"
@@ -156,7 +157,7 @@ PROTOC_VENV := .venv-protoc
 KUBELET_PROTOS := dra/v1:dra_v1 dra/v1beta1:dra_v1beta1 dra-health/v1:health_v1 \
 	dra-health/v1alpha1:health_v1alpha1 pluginregistration/v1:pluginregistration_v1
 
-.PHONY: protos kubelet-harness dra-cluster device-attrs helm device-metadata runtime
+.PHONY: protos kubelet-harness dra-cluster device-attrs helm device-metadata runtime api-fields
 # Build (or find cached) the kubelet harness the kubeletplugin tests register plugins with.
 kubelet-harness: dev
 	$(PY) -c "from resourceslice.testing.kubelet import build_kubelet_harness; print(build_kubelet_harness())"
@@ -188,6 +189,12 @@ device-metadata: dev
 runtime: dev
 	$(PY) -c "from resourceslice.testing.runtime import build_reporter, build_runc; \
 		print(build_runc()); print(build_reporter())"
+
+# Download the k8s.io/api module of each supported release and build (or find cached) the
+# reader of its ResourceSlice fields (tests/support/api_fields.py), which tests/core checks
+# the field table python/resourceslice/_fields.txt against.
+api-fields: dev
+	PYTHONPATH=tests $(PY) -m support.api_fields
 
 protos:
 	test -x $(PROTOC_VENV)/bin/python || $(PYTHON) -m venv $(PROTOC_VENV)

@@ -124,9 +124,9 @@ def prepare_desired(
 
     A pool is ``{"devices" | "slices", "nodeName", "nodeSelector", "allNodes",
     "generation"}`` (``nodeName``: a Node owner's name, or None), a slice ``{"devices",
-    "sharedCounters", "perDeviceNodeSelection", "partitionTypeAttribute",
-    "skipNodeOperations"}``; every published slice must end up with exactly one node
-    selection (docs/core.md §3)."""
+    "sharedCounters", "perDeviceNodeSelection"}`` and the carried fields of ``_fields.txt``
+    by their JSON names; every published slice must end up with exactly one node selection
+    (docs/core.md §3)."""
 
 def plan_pool(
     desired: Desired | None,

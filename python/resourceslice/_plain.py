@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from resourceslice._fields import CARRIED
 from resourceslice.api import DriverResources, Owner, Pool, Slice
 
 if TYPE_CHECKING:
@@ -90,6 +91,17 @@ def _plain_list(
     return items
 
 
+def _carried(sl: Slice, path: str, errors: list[str]) -> dict[str, Any]:
+    """The slice's carried fields (``_fields.CARRIED``) by JSON name, from its attributes of
+    the same names in snake_case: lists as new plain lists, the rest as given (the core checks
+    them)."""
+    out: dict[str, Any] = {}
+    for f in CARRIED:
+        value = getattr(sl, f.attribute)
+        out[f.name] = _plain_list(value, f"{path}.{f.name}", errors) if f.json == "list" else value
+    return out
+
+
 def to_plain_pools(
     resources: DriverResources, node_name: str | None = None, *, convert_devices: bool = True
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -135,10 +147,7 @@ def to_plain_pools(
                             sl.shared_counters, f"{spath}.sharedCounters", errors
                         ),
                         "perDeviceNodeSelection": sl.per_device_node_selection,
-                        "partitionTypeAttribute": sl.partition_type_attribute,
-                        "skipNodeOperations": _plain_list(
-                            sl.skip_node_operations, f"{spath}.skipNodeOperations", errors
-                        ),
+                        **_carried(sl, spath, errors),
                     }
                 )
         pools[name] = {

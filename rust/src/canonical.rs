@@ -7,7 +7,7 @@
 //! (and `serde_json`) escape them.
 use serde_json::{Map, Value};
 
-use crate::quantity;
+use crate::{fields, quantity};
 
 /// What the writer needs to know of one node.
 pub enum View<'a, T> {
@@ -228,8 +228,8 @@ pub struct Header<'a> {
     pub count: i64,
     pub node_selection: Option<(&'static str, Value)>,
     pub shared_counters: Option<Value>,
-    pub partition_type_attribute: Option<Value>,
-    pub skip_node_operations: Option<Value>,
+    /// The values of `fields::carried()`, by its index (shorter: the rest are absent).
+    pub carried: Vec<Option<Value>>,
     pub owner_references: Option<Value>,
 }
 
@@ -263,15 +263,12 @@ impl Header<'_> {
         if let Some((key, v)) = self.node_selection {
             h.insert(key.into(), v);
         }
-        for (key, v) in [
-            ("sharedCounters", self.shared_counters),
-            ("partitionTypeAttribute", self.partition_type_attribute),
-            ("skipNodeOperations", self.skip_node_operations),
-            (
-                "ownerReferences",
-                controller_references(self.owner_references),
-            ),
-        ] {
+        let carried = fields::carried().iter().map(|f| f.name).zip(self.carried);
+        let owner_references = controller_references(self.owner_references);
+        for (key, v) in std::iter::once(("sharedCounters", self.shared_counters))
+            .chain(carried)
+            .chain([("ownerReferences", owner_references)])
+        {
             if let Some(v) = v {
                 h.insert(key.into(), v);
             }
@@ -587,24 +584,6 @@ pub fn header_eq(a: &str, b: &str) -> bool {
     by_value(a) == by_value(b)
 }
 
-/// The feature gate a field needs, by field name: the last of these names in a dropped path
-/// decides (`consumesCounters[0].compatibilityGroups` is DRADeviceCompatibilityGroups). Go's
-/// `DroppedFieldsError.DisabledFeatures()` makes the same guesses, from counts.
-const FIELD_FEATURES: [(&str, &str); 13] = [
-    ("taints", "DRADeviceTaints"),
-    ("sharedCounters", "DRAPartitionableDevices"),
-    ("consumesCounters", "DRAPartitionableDevices"),
-    ("perDeviceNodeSelection", "DRAPartitionableDevices"),
-    ("bindingConditions", "DRADeviceBindingConditions"),
-    ("bindingFailureConditions", "DRADeviceBindingConditions"),
-    ("bindsToNode", "DRADeviceBindingConditions"),
-    ("allowMultipleAllocations", "DRAConsumableCapacity"),
-    ("requestPolicy", "DRAConsumableCapacity"),
-    ("partitionTypeAttribute", "DRAPartitionableDevicesType"),
-    ("skipNodeOperations", "DRAOptionalNodeOperations"),
-    ("compatibilityGroups", "DRADeviceCompatibilityGroups"),
-    ("nodeAllocatableResources", "DRANodeAllocatableResources"),
-];
 /// Members whose keys are names (written `["key"]` in a path), not field names.
 const MAP_FIELDS: [&str; 4] = [
     "attributes",
@@ -627,16 +606,16 @@ fn feature(path: &[Segment]) -> Option<&'static str> {
             Segment::Index(_) => None,
         })
         .collect();
-    if let Some(f) = names
-        .iter()
-        .rev()
-        .find_map(|n| FIELD_FEATURES.iter().find(|(k, _)| k == n).map(|(_, f)| *f))
-    {
+    // The last of the gated names in the path decides
+    // (`consumesCounters[0].compatibilityGroups` is DRADeviceCompatibilityGroups); Go's
+    // `DroppedFieldsError.DisabledFeatures()` makes the same guesses, from counts.
+    if let Some(f) = names.iter().rev().find_map(|n| fields::gate(n)) {
         return Some(f);
     }
     // A device's own node selection (spec.devices[i].nodeName...).
-    (names.len() >= 3 && names[1] == "devices" && NODE_SELECTION_KEYS.contains(&names[2]))
-        .then_some("DRAPartitionableDevices")
+    (names.len() >= 3 && names[1] == "devices")
+        .then(|| fields::device_gate(names[2]))
+        .flatten()
 }
 
 fn path_text(path: &[Segment]) -> String {

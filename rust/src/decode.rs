@@ -10,6 +10,7 @@ use serde::de::{
 use serde_json::{Map, Value};
 
 use crate::canonical::{self, Header, Tree, View};
+use crate::fields;
 use crate::strlist::StrList;
 use crate::text::TextList;
 
@@ -157,8 +158,10 @@ fn record_from(obj: Value, devices: Option<Devices>) -> Result<Record, String> {
         count,
         node_selection,
         shared_counters: spec.remove("sharedCounters"),
-        partition_type_attribute: spec.remove("partitionTypeAttribute"),
-        skip_node_operations: spec.remove("skipNodeOperations"),
+        carried: fields::carried()
+            .iter()
+            .map(|f| spec.remove(f.name))
+            .collect(),
         owner_references: owner_references.clone(),
     }
     .to_value();

@@ -13,6 +13,7 @@ pub mod canonical;
 pub mod decode;
 pub mod devices;
 pub mod edit;
+pub mod fields;
 pub mod input;
 pub mod model;
 pub mod plan;

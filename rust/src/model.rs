@@ -14,8 +14,8 @@ pub struct SliceSpec {
     pub devices: DeviceList,
     pub shared_counters: Option<Value>,
     pub per_device_node_selection: bool,
-    pub partition_type_attribute: Option<String>,
-    pub skip_node_operations: Option<Vec<String>>,
+    /// The values of `fields::carried()`, by its index, checked.
+    pub carried: Vec<Option<Value>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
+from resourceslice._fields import CARRIED, DEVICE_GATES, GATES
 from resourceslice._pycore.quantity import parse_quantity
 
 #: The node selection members of a slice spec; the API allows one of them.
@@ -183,17 +184,17 @@ def header(
     node_selection: tuple[str, Any] | None,
     shared_counters: Any,
     owner_references: Any,
-    partition_type_attribute: Any = None,
-    skip_node_operations: Any = None,
+    carried: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """The part of a slice that is not its device list nor its identity, pruned: what the
-    controller owns of it, the spec and the controller reference (``controller_references``)."""
+    controller owns of it, the spec and the controller reference (``controller_references``).
+
+    ``carried``: the values of ``_fields.CARRIED``, by its index (shorter: the rest absent)."""
     h: dict[str, Any] = {
         "driver": driver,
         "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
         "sharedCounters": shared_counters,
-        "partitionTypeAttribute": partition_type_attribute,
-        "skipNodeOperations": skip_node_operations,
+        **{f.name: v for f, v in zip(CARRIED, carried)},
         "ownerReferences": controller_references(owner_references),
     }
     if node_selection is not None:
@@ -229,24 +230,6 @@ def header_eq(a: str, b: str) -> bool:
     return bool(ha == hb)
 
 
-#: The feature gate a field needs, by field name: the last of these names in a dropped
-#: path decides (``consumesCounters[0].compatibilityGroups`` is DRADeviceCompatibilityGroups).
-#: Go's ``DroppedFieldsError.DisabledFeatures()`` makes the same guesses, from counts.
-_FIELD_FEATURES = {
-    "taints": "DRADeviceTaints",
-    "sharedCounters": "DRAPartitionableDevices",
-    "consumesCounters": "DRAPartitionableDevices",
-    "perDeviceNodeSelection": "DRAPartitionableDevices",
-    "bindingConditions": "DRADeviceBindingConditions",
-    "bindingFailureConditions": "DRADeviceBindingConditions",
-    "bindsToNode": "DRADeviceBindingConditions",
-    "allowMultipleAllocations": "DRAConsumableCapacity",
-    "requestPolicy": "DRAConsumableCapacity",
-    "partitionTypeAttribute": "DRAPartitionableDevicesType",
-    "skipNodeOperations": "DRAOptionalNodeOperations",
-    "compatibilityGroups": "DRADeviceCompatibilityGroups",
-    "nodeAllocatableResources": "DRANodeAllocatableResources",
-}
 #: Members whose keys are names (written ``["key"]`` in a path), not field names.
 _MAP_FIELDS = frozenset({"attributes", "capacity", "counters", "nodeAllocatableResources"})
 
@@ -255,12 +238,15 @@ Segment = Union[str, int]
 
 def _feature(path: list[Segment]) -> str | None:
     names = [s for s in path if isinstance(s, str)]
+    # The last of the gated names in the path decides
+    # (``consumesCounters[0].compatibilityGroups`` is DRADeviceCompatibilityGroups); Go's
+    # ``DroppedFieldsError.DisabledFeatures()`` makes the same guesses, from counts.
     for name in reversed(names):
-        if name in _FIELD_FEATURES:
-            return _FIELD_FEATURES[name]
+        if name in GATES:
+            return GATES[name]
     # A device's own node selection (spec.devices[i].nodeName...).
-    if len(names) >= 3 and names[1] == "devices" and names[2] in NODE_SELECTION_KEYS:
-        return "DRAPartitionableDevices"
+    if len(names) >= 3 and names[1] == "devices":
+        return DEVICE_GATES.get(names[2])
     return None
 
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from resourceslice._fields import CARRIED
 from resourceslice._pycore import canonical
 
 _ABSENT = object()
@@ -162,8 +163,7 @@ def record(obj: Any) -> SliceRecord:
         node_selection,
         spec.get("sharedCounters"),
         meta.get("ownerReferences"),
-        spec.get("partitionTypeAttribute"),
-        spec.get("skipNodeOperations"),
+        [spec.get(f.name) for f in CARRIED],
     )
     return SliceRecord(
         name=name,

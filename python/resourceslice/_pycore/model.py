@@ -37,8 +37,8 @@ class SliceSpec:
     devices: list[DeviceEntry]
     shared_counters: Any
     per_device_node_selection: bool
-    partition_type_attribute: str | None
-    skip_node_operations: list[str] | None
+    #: The values of ``_fields.CARRIED``, by its index, checked.
+    carried: tuple[Any, ...]
 
 
 @dataclass(frozen=True)

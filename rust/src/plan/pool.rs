@@ -80,8 +80,7 @@ struct SliceRef<'d> {
     indices: &'d [usize],
     shared_counters: Option<&'d Value>,
     per_device_node_selection: bool,
-    partition_type_attribute: Option<&'d str>,
-    skip_node_operations: Option<&'d [String]>,
+    carried: &'d [Option<Value>],
 }
 
 impl<'d> SliceRef<'d> {
@@ -100,8 +99,7 @@ fn slice_refs<'d>(pool: &'d DesiredPool, layout: &'d [Vec<usize>]) -> Vec<SliceR
                 indices,
                 shared_counters: s.shared_counters.as_ref(),
                 per_device_node_selection: s.per_device_node_selection,
-                partition_type_attribute: s.partition_type_attribute.as_deref(),
-                skip_node_operations: s.skip_node_operations.as_deref(),
+                carried: &s.carried,
             })
             .collect(),
         PoolDevices::Flat(devices) => layout
@@ -111,8 +109,7 @@ fn slice_refs<'d>(pool: &'d DesiredPool, layout: &'d [Vec<usize>]) -> Vec<SliceR
                 indices,
                 shared_counters: None,
                 per_device_node_selection: false,
-                partition_type_attribute: None,
-                skip_node_operations: None,
+                carried: &[],
             })
             .collect(),
     }
@@ -424,8 +421,7 @@ impl Context<'_> {
             count: self.count as i64,
             node_selection: Some(self.node_selection(s)),
             shared_counters: s.shared_counters.cloned(),
-            partition_type_attribute: s.partition_type_attribute.map(Value::from),
-            skip_node_operations: s.skip_node_operations.map(Value::from),
+            carried: s.carried.to_vec(),
             owner_references: owner_references(self.owner_ref.as_ref(), record),
         }
     }

@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::device::{check_devices, DeviceContext, NameSet};
 use super::scalars::{is_driver_name, is_pool_name};
 use super::slice::{
-    check_node_name, check_node_selector, check_partition_type, check_shared_counters,
-    check_skip_node_operations, pool_counter_sets, CounterSets,
+    check_carried, check_node_name, check_node_selector, check_shared_counters, pool_counter_sets,
+    CounterSets,
 };
 use super::{
     check_bool, check_dict, check_int, check_list, check_str, to_value, Errors, Seg,
@@ -215,16 +215,12 @@ fn check_slices<'i>(
                     );
                 }
             }
-            let partition_type_attribute = get(entries, "partitionTypeAttribute")
-                .and_then(|p| check_partition_type(e, p, driver, devices));
-            let skip_node_operations =
-                get(entries, "skipNodeOperations").and_then(|s| check_skip_node_operations(e, s));
+            let carried = check_carried(e, entries, driver, devices);
             out.push(SliceSpec {
                 devices: slice_devices,
                 shared_counters: shared_value,
                 per_device_node_selection: per_device,
-                partition_type_attribute,
-                skip_node_operations,
+                carried,
             });
         });
     }

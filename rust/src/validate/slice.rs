@@ -15,6 +15,7 @@ use super::{
     to_value, Errors, Seg, BAD_DNS_LABEL, BAD_LABEL_NAME, BAD_LABEL_VALUE, REQUIRED,
 };
 use crate::canonical::{self, Tree};
+use crate::fields;
 use crate::input::{get, list_len, present, Input};
 
 const MAX_COUNTERS: usize = 32;
@@ -308,10 +309,43 @@ pub(super) fn check_shared_counters<'i>(
     })
 }
 
+/// A carried slice field's checker: its value, given the driver and the slice's devices.
+type Checker = for<'i> fn(&mut Errors<'i>, &Input<'i>, &str, Option<&Input<'i>>) -> Option<Value>;
+
+/// The checkers the table's `check` column names (fields.rs).
+const CHECKERS: [(&str, Checker); 2] = [
+    ("partition-type", |e, v, driver, devices| {
+        check_partition_type(e, v, driver, devices).map(Value::from)
+    }),
+    ("node-operations", |e, v, _, _| {
+        check_skip_node_operations(e, v).map(Value::from)
+    }),
+];
+
+/// The carried fields of a slice (`fields::carried()`, by its index), each checked by its
+/// checker.
+pub(super) fn check_carried<'i>(
+    e: &mut Errors<'i>,
+    entries: &[(&'i str, Input<'i>)],
+    driver: &str,
+    devices: Option<&Input<'i>>,
+) -> Vec<Option<Value>> {
+    fields::carried()
+        .iter()
+        .map(|f| {
+            let (_, check) = CHECKERS
+                .iter()
+                .find(|(name, _)| *name == f.check)
+                .unwrap_or_else(|| panic!("_fields.txt: no checker {:?}", f.check));
+            get(entries, f.name).and_then(|v| check(e, v, driver, devices))
+        })
+        .collect()
+}
+
 /// `partitionTypeAttribute`: a fully qualified attribute name that every device of the
 /// slice which consumes counters has as a string (an attribute in the driver's own domain
 /// may also be written bare).
-pub(super) fn check_partition_type<'i>(
+fn check_partition_type<'i>(
     e: &mut Errors<'i>,
     v: &Input<'i>,
     driver: &str,
@@ -374,10 +408,7 @@ pub(super) fn check_partition_type<'i>(
     Some(name.to_owned())
 }
 
-pub(super) fn check_skip_node_operations<'i>(
-    e: &mut Errors<'i>,
-    v: &Input<'i>,
-) -> Option<Vec<String>> {
+fn check_skip_node_operations<'i>(e: &mut Errors<'i>, v: &Input<'i>) -> Option<Vec<String>> {
     e.field("skipNodeOperations", |e| {
         let ops = check_unique_names(
             e,
@@ -395,4 +426,20 @@ pub(super) fn check_skip_node_operations<'i>(
         }
         (!ops.is_empty()).then(|| ops.iter().map(|s| (*s).to_owned()).collect())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_carried_field_has_its_checker() {
+        for f in fields::carried() {
+            assert!(
+                CHECKERS.iter().any(|(name, _)| *name == f.check),
+                "{}",
+                f.name
+            );
+        }
+    }
 }

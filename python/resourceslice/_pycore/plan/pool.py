@@ -21,8 +21,7 @@ class _SliceRef(NamedTuple):
     devices: list[DeviceEntry]
     shared_counters: Any
     per_device_node_selection: bool
-    partition_type_attribute: str | None = None
-    skip_node_operations: list[str] | None = None
+    carried: tuple[Any, ...] = ()
 
 
 def _desired_slices(
@@ -34,8 +33,7 @@ def _desired_slices(
                 s.devices,
                 s.shared_counters,
                 s.per_device_node_selection,
-                s.partition_type_attribute,
-                s.skip_node_operations,
+                s.carried,
             )
             for s in pool.slices
         ]
@@ -221,8 +219,7 @@ class _Pool:
             self.node_selection(s),
             s.shared_counters,
             _owner_references(self.owner_ref, rec),
-            s.partition_type_attribute,
-            s.skip_node_operations,
+            s.carried,
         )
 
 

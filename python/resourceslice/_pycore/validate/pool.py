@@ -34,9 +34,8 @@ from resourceslice._pycore.validate.scalars import (
 )
 from resourceslice._pycore.validate.slice import (
     Selection,
-    check_partition_type,
+    check_carried,
     check_shared_counters,
-    check_skip_node_operations,
     pool_counter_sets,
 )
 
@@ -89,15 +88,8 @@ def _check_slices(
             if isinstance(devices, list) and len(devices) > limit:
                 with e.field("devices"):
                     e.report(too_many_slice_devices(limit, len(devices)))
-            raw_partition = entries.get("partitionTypeAttribute")
-            partition = None
-            if raw_partition is not None:
-                partition = check_partition_type(e, raw_partition, driver, devices)
-            raw_skip = entries.get("skipNodeOperations")
-            skip = None
-            if raw_skip is not None:
-                skip = check_skip_node_operations(e, raw_skip) or None
-            out.append(SliceSpec(slice_devices, shared_value, per_device, partition, skip))
+            carried = check_carried(e, entries, driver, devices)
+            out.append(SliceSpec(slice_devices, shared_value, per_device, carried))
     return out
 
 

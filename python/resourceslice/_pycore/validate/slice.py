@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from resourceslice._fields import CARRIED
 from resourceslice._names import (
     BAD_DNS_LABEL,
     BAD_LABEL_NAME,
@@ -348,6 +349,26 @@ def check_skip_node_operations(e: Errors, v: Node) -> list[str] | None:
         if "NodePrepareResources" in ops and not {"NodeUnprepareResources", "*"} & set(ops):
             e.report(PREPARE_WITHOUT_UNPREPARE)
     return ops
+
+
+#: The checkers the table's ``check`` column names (``_fields.py``): a carried slice
+#: field's value, given the driver and the slice's devices.
+_CHECKERS: dict[str, Callable[[Errors, Node, str, Node], Any]] = {
+    "partition-type": check_partition_type,
+    "node-operations": lambda e, v, driver, devices: check_skip_node_operations(e, v) or None,
+}
+
+
+def check_carried(
+    e: Errors, entries: dict[str, Node], driver: str, devices: Node
+) -> tuple[Any, ...]:
+    """The carried fields of a slice (``_fields.CARRIED``, by its index), each checked by its
+    checker."""
+    out = []
+    for f in CARRIED:
+        v = entries.get(f.name)
+        out.append(None if v is None else _CHECKERS[f.check](e, v, driver, devices))
+    return tuple(out)
 
 
 class Selection:

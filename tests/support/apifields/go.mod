@@ -1,0 +1,3 @@
+module resourceslice/apifields
+
+go 1.22
