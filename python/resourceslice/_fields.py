@@ -4,7 +4,7 @@ gates of dropped fields and the public ``Slice``'s conversion come from it."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 from typing import NamedTuple
 
 
@@ -29,7 +29,7 @@ class Field(NamedTuple):
 
 def _read() -> tuple[Field, ...]:
     rows = []
-    for line in (Path(__file__).parent / "_fields.txt").read_text().splitlines():
+    for line in files(__package__).joinpath("_fields.txt").read_text(encoding="utf-8").splitlines():
         if line.startswith("#") or not line.strip():
             continue
         name, at, gates, json, check = line.split()

@@ -4,10 +4,12 @@ named below as not modelled, with the API's feature gates and JSON type."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
+import resourceslice as rs
 from resourceslice._fields import CARRIED, FIELDS
 from resourceslice._pycore.validate.slice import _CHECKERS
 from resourceslice.testing.cluster import module_dir, module_files, releases
@@ -60,3 +62,9 @@ def test_test_server_pins_the_same_api(release: str) -> None:
 def test_every_carried_field_has_its_checker() -> None:
     """Of the pure-Python core (the Rust core's: validate/slice.rs's unit test)."""
     assert {f.check for f in CARRIED} <= set(_CHECKERS)
+
+
+def test_every_carried_field_is_an_attribute_of_slice() -> None:
+    """``_plain`` reads a carried field from the public ``Slice`` by its snake_case name."""
+    attributes = {f.name for f in dataclasses.fields(rs.Slice)}
+    assert {f.attribute for f in CARRIED} <= attributes

@@ -21,7 +21,8 @@ use crate::model::{Desired, DeviceList};
 const MAX_CARRIED: usize = 4096;
 
 /// Edits chained before a plan is made from scratch. A replica that never plans (a standby
-/// waiting for the Lease) would otherwise keep every version of an edited pool alive.
+/// waiting for the Lease) would otherwise keep a growing chain of caches and replaced
+/// positions.
 const MAX_CHAIN: usize = 256;
 
 /// The plan memo of every pool of one desired state, kept beside it (not in it: the
@@ -98,7 +99,7 @@ struct CacheState {
     memo: Option<Arc<Memo>>,
     /// The cache of the pool this one was edited from, and the positions the edit replaced.
     edited_from: Option<(Arc<PlanCache>, Vec<usize>)>,
-    /// Along `edited_from` to the nearest plan: the pools, and the positions replaced.
+    /// Along `edited_from` to the nearest plan: the edits, and the positions replaced.
     chain: usize,
     carried: usize,
 }

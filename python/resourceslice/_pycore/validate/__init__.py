@@ -7,7 +7,8 @@ with their path in traversal order (dict members in sorted key order), and a dev
 canonical JSON is rendered only once it is known to be valid.
 
 Here: the input as plain data, normalised the way the Rust glue sees it; the error collector
-and its paths; the generic rules for members passed through as they are. The checks stand
+and its paths; the checks of a value's JSON type and of a list's length; the generic rules for
+members passed through as they are. The checks stand
 on it in floors: ``scalars``, then ``slice`` (node selection, counters, a slice's header),
 ``device`` and ``pool``, whose ``prepare`` is the entry point.
 """
@@ -27,6 +28,11 @@ NOT_UTF8 = "not valid UTF-8"
 NOT_INT64 = "out of range for a 64-bit integer"
 IS_FLOAT = "must not be a float"
 REQUIRED = "is required"
+NOT_STRING = "must be a string"
+NOT_BOOLEAN = "must be a boolean"
+NOT_INTEGER = "must be an integer"
+NOT_OBJECT = "must be an object"
+NOT_LIST = "must be a list"
 DUPLICATE = "duplicate"
 NEGATIVE = "must not be negative"
 NOT_POSITIVE = "must be positive"
@@ -144,6 +150,55 @@ class Errors:
 
 def get_member(entries: dict[str, Node], key: str) -> Node:
     return entries.get(key)
+
+
+# The checks of a value's JSON type, and of a list's length.
+
+
+def check_str(e: Errors, v: Node) -> str | None:
+    if isinstance(v, str):
+        return v
+    e.report(NOT_UTF8 if v is BAD_STR else NOT_STRING)
+    return None
+
+
+def check_bool(e: Errors, v: Node) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    e.report(NOT_BOOLEAN)
+    return None
+
+
+def check_int(e: Errors, v: Node) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    e.report(NOT_INT64 if v is BIG_INT else IS_FLOAT if v is FLOAT else NOT_INTEGER)
+    return None
+
+
+def check_dict(e: Errors, v: Node) -> dict[str, Node] | None:
+    if isinstance(v, dict):
+        return v
+    e.report(NOT_OBJECT)
+    return None
+
+
+def check_list(e: Errors, v: Node) -> list[Node] | None:
+    if isinstance(v, list):
+        return v
+    e.report(NOT_LIST)
+    return None
+
+
+def too_many(limit: int, what: str, got: int) -> str:
+    return f"at most {limit} {what}, got {got}"
+
+
+def check_max(e: Errors, items: Any, limit: int, what: str) -> bool:
+    if len(items) > limit:
+        e.report(too_many(limit, what, len(items)))
+        return False
+    return True
 
 
 # The generic rules.

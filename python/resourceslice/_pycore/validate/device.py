@@ -26,24 +26,25 @@ from resourceslice._pycore.validate import (
     REQUIRED,
     Errors,
     Node,
+    check_bool,
+    check_dict,
     check_generic,
+    check_list,
+    check_max,
     check_members,
+    check_str,
     list_len,
     to_value,
 )
 from resourceslice._pycore.validate.scalars import (
     NANO,
     POLICY_LIMIT,
-    check_bool,
-    check_dict,
-    check_list,
-    check_max,
     check_named,
     check_quantity,
     check_required_named,
     check_scalar,
-    check_str,
     check_unique_names,
+    is_allocatable,
     qualified_name_problems,
     quantities,
 )
@@ -112,13 +113,6 @@ def unknown_counter(name: str) -> str:
 
 def duplicate_device(name: str) -> str:
     return f"duplicate device name {canonical.quote(name)}"
-
-
-_HUGEPAGES = "hugepages-"
-
-
-def _is_allocatable(name: str) -> bool:
-    return name in ("cpu", "memory") or name.startswith(_HUGEPAGES)
 
 
 def _attribute_values(attribute: Node) -> int:
@@ -406,7 +400,7 @@ def _check_allocatable(e: Errors, v: Node, capacity: Node) -> None:
     entries = check_dict(e, v)
     for name, item in (entries or {}).items():
         with e.key(name):
-            if not _is_allocatable(name):
+            if not is_allocatable(name):
                 e.report(BAD_ALLOCATABLE)
             resource = check_dict(e, item)
             if resource is None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from resourceslice._names import BAD_DRIVER, BAD_POOL_NAME, is_driver_name, is_pool_name
+from resourceslice._pycore import canonical
 from resourceslice._pycore.model import (
     MAX_DEVICES,
     MAX_DEVICES_ADVANCED,
@@ -23,18 +24,25 @@ from resourceslice._pycore.model import (
     DeviceEntry,
     SliceSpec,
 )
-from resourceslice._pycore.validate import NEGATIVE, Errors, Node, get_member, node_entry, to_node
-from resourceslice._pycore.validate.device import check_devices
-from resourceslice._pycore.validate.scalars import (
+from resourceslice._pycore.validate import (
+    NEGATIVE,
+    Errors,
+    Node,
+    check_bool,
     check_dict,
     check_int,
     check_list,
     check_str,
-    optional_bool,
+    get_member,
+    node_entry,
+    to_node,
+    to_value,
 )
+from resourceslice._pycore.validate.device import check_devices
 from resourceslice._pycore.validate.slice import (
-    Selection,
     check_carried,
+    check_node_name,
+    check_node_selector,
     check_shared_counters,
     pool_counter_sets,
 )
@@ -43,6 +51,53 @@ DEVICES_OR_SLICES = "exactly one of devices and slices is required"
 BAD_DEVICES_PER_SLICE = "must be from 1 to 128"
 PACKED_ONLY = "only a flat devices list is packed: not allowed with slices"
 DEVICES_AND_COUNTERS = "a slice has devices or sharedCounters, not both"
+NODE_SELECTION_REQUIRED = (
+    "no node selection: a Node owner, nodeSelector, allNodes, or slices with "
+    "perDeviceNodeSelection is required"
+)
+NODE_SELECTION_CONFLICT = (
+    "at most one of a Node owner, nodeSelector, allNodes and perDeviceNodeSelection"
+)
+
+
+def optional_bool(e: Errors, entries: dict[str, Node], key: str) -> bool:
+    raw = get_member(entries, key)
+    if raw is None:
+        return False
+    with e.field(key):
+        return bool(check_bool(e, raw))
+
+
+class Selection:
+    """The node selection a pool gives each of its slices: a Node owner's name, a node
+    selector, all nodes. The API wants exactly one per slice (perDeviceNodeSelection being
+    the fourth choice)."""
+
+    def __init__(self, e: Errors, entries: dict[str, Node]) -> None:
+        self.count = 0
+        self.node_selector: Any = None
+        raw_name = entries.get("nodeName")
+        if raw_name is not None:
+            with e.field("nodeName"):
+                check_node_name(e, raw_name)
+            self.count += raw_name != ""
+        self.all_nodes = optional_bool(e, entries, "allNodes")
+        self.count += self.all_nodes
+        raw_selector = entries.get("nodeSelector")
+        if raw_selector is not None:
+            self.count += 1
+            with e.field("nodeSelector"):
+                before = len(e.list)
+                check_node_selector(e, raw_selector, one_term=True)
+                if len(e.list) == before:
+                    self.node_selector = canonical.prune(to_value(raw_selector))
+
+    def check(self, e: Errors, per_device: bool) -> None:
+        count = self.count + per_device
+        if count == 0:
+            e.report(NODE_SELECTION_REQUIRED)
+        elif count > 1:
+            e.report(NODE_SELECTION_CONFLICT)
 
 
 def too_many_slice_devices(limit: int, got: int) -> str:

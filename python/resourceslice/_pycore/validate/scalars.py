@@ -1,5 +1,6 @@
-"""The checks of one value: string, boolean, integer, object, list, quantity, version, a
-bounded list of unique names, an attribute or capacity name; and their messages.
+"""The checks of one value's format: quantity, version, a bounded list of unique names, an
+attribute or capacity name, a node allocatable resource's name; and their messages (a
+value's JSON type is checked in the package's ``__init__``, as in the Rust core).
 
 The checks of a device, a slice and a pool are made of these. The Kubernetes name rules
 other modules share are in ``resourceslice._names``.
@@ -8,23 +9,21 @@ other modules share are in ``resourceslice._names``.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Callable
 
 from resourceslice._names import ascii_full, is_driver_name, utf8_len
 from resourceslice._pycore import canonical
 from resourceslice._pycore.quantity import parse_quantity
 from resourceslice._pycore.validate import (
-    BAD_STR,
-    BIG_INT,
     DUPLICATE,
-    FLOAT,
-    IS_FLOAT,
-    NOT_INT64,
-    NOT_UTF8,
     REQUIRED,
     Errors,
     Node,
-    get_member,
+    check_bool,
+    check_int,
+    check_list,
+    check_max,
+    check_str,
 )
 
 MAX_VALUE_LENGTH = 64
@@ -34,11 +33,6 @@ MAX_ID_LENGTH = 32
 NANO = 10**9
 POLICY_LIMIT = 10**20 * NANO
 
-NOT_STRING = "must be a string"
-NOT_BOOLEAN = "must be a boolean"
-NOT_INTEGER = "must be an integer"
-NOT_OBJECT = "must be an object"
-NOT_LIST = "must be a list"
 BAD_DOMAIN = "the domain must be a DNS subdomain of at most 63 characters"
 BAD_ID = "the name must be a C identifier of at most 32 characters"
 BAD_VERSION = "must be a semantic version (semver 2.0.0)"
@@ -46,10 +40,6 @@ BAD_VERSION = "must be a semantic version (semver 2.0.0)"
 
 def invalid_quantity(text: str) -> str:
     return f"invalid quantity {canonical.quote(text)}"
-
-
-def too_many(limit: int, what: str, got: int) -> str:
-    return f"at most {limit} {what}, got {got}"
 
 
 def too_long() -> str:
@@ -84,41 +74,6 @@ def qualified_name_problems(name: str, lower_case: bool = False) -> list[str]:
     return problems
 
 
-def check_str(e: Errors, v: Node) -> str | None:
-    if isinstance(v, str):
-        return v
-    e.report(NOT_UTF8 if v is BAD_STR else NOT_STRING)
-    return None
-
-
-def check_bool(e: Errors, v: Node) -> bool | None:
-    if isinstance(v, bool):
-        return v
-    e.report(NOT_BOOLEAN)
-    return None
-
-
-def check_int(e: Errors, v: Node) -> int | None:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    e.report(NOT_INT64 if v is BIG_INT else IS_FLOAT if v is FLOAT else NOT_INTEGER)
-    return None
-
-
-def check_dict(e: Errors, v: Node) -> dict[str, Node] | None:
-    if isinstance(v, dict):
-        return v
-    e.report(NOT_OBJECT)
-    return None
-
-
-def check_list(e: Errors, v: Node) -> list[Node] | None:
-    if isinstance(v, list):
-        return v
-    e.report(NOT_LIST)
-    return None
-
-
 def check_quantity(e: Errors, v: Node) -> int | None:
     """A quantity (string or integer); its value in nano units when it is one, beyond
     ``POLICY_LIMIT`` in magnitude kept at that bound (with its sign)."""
@@ -141,13 +96,6 @@ def check_quantity(e: Errors, v: Node) -> int | None:
 
 def _clamp(nano: int) -> int:
     return max(-POLICY_LIMIT, min(POLICY_LIMIT, nano))
-
-
-def check_max(e: Errors, items: Any, limit: int, what: str) -> bool:
-    if len(items) > limit:
-        e.report(too_many(limit, what, len(items)))
-        return False
-    return True
 
 
 def _check_value_length(e: Errors, s: str) -> None:
@@ -227,9 +175,8 @@ def check_unique_names(
     return names
 
 
-def optional_bool(e: Errors, entries: dict[str, Node], key: str) -> bool:
-    raw = get_member(entries, key)
-    if raw is None:
-        return False
-    with e.field(key):
-        return bool(check_bool(e, raw))
+_HUGEPAGES = "hugepages-"
+
+
+def is_allocatable(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith(_HUGEPAGES)

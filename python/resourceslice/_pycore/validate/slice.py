@@ -1,10 +1,11 @@
-"""The checks of what a slice says besides its devices: node selection (the pool's, a slice's,
-and a device's own with perDeviceNodeSelection), counters and the counter sets a slice
-shares, partitionTypeAttribute, skipNodeOperations; and their messages.
+"""The checks of what a slice says besides its devices: a node selector and a node name
+(which the pool's selection, in ``pool``, and a device's own with perDeviceNodeSelection
+use), counters and the counter sets a slice shares, partitionTypeAttribute,
+skipNodeOperations; and their messages.
 
 Below ``device``: a device's check applies the per-device node selection and the counters
 of the sets it consumes from. The loop over a pool's slices, which checks their devices too,
-is ``pool``'s.
+and the pool's node selection are ``pool``'s, as in the Rust core.
 """
 
 from __future__ import annotations
@@ -26,23 +27,22 @@ from resourceslice._pycore.validate import (
     REQUIRED,
     Errors,
     Node,
+    check_bool,
+    check_dict,
     check_generic,
+    check_list,
+    check_max,
     check_members,
+    check_str,
     get_member,
     is_clean,
     list_len,
     to_value,
 )
 from resourceslice._pycore.validate.scalars import (
-    check_bool,
-    check_dict,
-    check_list,
-    check_max,
     check_named,
     check_required_named,
-    check_str,
     check_unique_names,
-    optional_bool,
     qualified_name_problems,
     quantities,
 )
@@ -59,13 +59,6 @@ PER_DEVICE_ONLY = (
     "nodeName, nodeSelector and allNodes are only allowed in a slice with perDeviceNodeSelection"
 )
 ONLY_TRUE = "must be true or unset"
-NODE_SELECTION_REQUIRED = (
-    "no node selection: a Node owner, nodeSelector, allNodes, or slices with "
-    "perDeviceNodeSelection is required"
-)
-NODE_SELECTION_CONFLICT = (
-    "at most one of a Node owner, nodeSelector, allNodes and perDeviceNodeSelection"
-)
 ONE_TERM = "must have exactly one node selector term"
 TERMS_REQUIRED = "at least one node selector term is required"
 BAD_OPERATOR = "must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
@@ -110,7 +103,7 @@ def check_counters(e: Errors, v: Node) -> list[str]:
     return list(entries)
 
 
-def _check_node_selector(e: Errors, v: Node, one_term: bool) -> None:
+def check_node_selector(e: Errors, v: Node, one_term: bool) -> None:
     """A node selector as the server checks it (core/v1 ``ValidateNodeSelector``); a slice's
     own selector has exactly one term."""
     entries = check_dict(e, v)
@@ -222,7 +215,7 @@ def _check_field_expression(e: Errors, v: Node) -> None:
                         e.report(BAD_NODE_NAME)
 
 
-def _check_node_name(e: Errors, v: Node) -> None:
+def check_node_name(e: Errors, v: Node) -> None:
     s = check_str(e, v)
     if s == "":
         e.report(REQUIRED)
@@ -245,10 +238,10 @@ def check_per_device(e: Errors, entries: dict[str, Node], per_device: bool) -> N
         with e.field(k):
             raw = entries[k]
             if k == "nodeName":
-                _check_node_name(e, raw)
+                check_node_name(e, raw)
                 chosen += raw != ""
             elif k == "nodeSelector":
-                _check_node_selector(e, raw, one_term=False)
+                check_node_selector(e, raw, one_term=False)
                 chosen += 1
             elif check_bool(e, raw) is False:
                 e.report(ONLY_TRUE)
@@ -369,35 +362,3 @@ def check_carried(
         v = entries.get(f.name)
         out.append(None if v is None else _CHECKERS[f.check](e, v, driver, devices))
     return tuple(out)
-
-
-class Selection:
-    """The node selection a pool gives each of its slices: a Node owner's name, a node
-    selector, all nodes. The API wants exactly one per slice (perDeviceNodeSelection being
-    the fourth choice)."""
-
-    def __init__(self, e: Errors, entries: dict[str, Node]) -> None:
-        self.count = 0
-        self.node_selector: Any = None
-        raw_name = entries.get("nodeName")
-        if raw_name is not None:
-            with e.field("nodeName"):
-                _check_node_name(e, raw_name)
-            self.count += raw_name != ""
-        self.all_nodes = optional_bool(e, entries, "allNodes")
-        self.count += self.all_nodes
-        raw_selector = entries.get("nodeSelector")
-        if raw_selector is not None:
-            self.count += 1
-            with e.field("nodeSelector"):
-                before = len(e.list)
-                _check_node_selector(e, raw_selector, one_term=True)
-                if len(e.list) == before:
-                    self.node_selector = canonical.prune(to_value(raw_selector))
-
-    def check(self, e: Errors, per_device: bool) -> None:
-        count = self.count + per_device
-        if count == 0:
-            e.report(NODE_SELECTION_REQUIRED)
-        elif count > 1:
-            e.report(NODE_SELECTION_CONFLICT)
